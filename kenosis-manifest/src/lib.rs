@@ -1,0 +1,223 @@
+//! The manifest `kenosis-build` writes into `OUT_DIR` and `include_quantized!` reads.
+//!
+//! It is a small JSON file, `$OUT_DIR/kenosis-manifest.json`, so that the proc macro stays
+//! light (no `ort`, no protobuf) and the hand-off between build script and macro is plain
+//! data a user can open and read.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the manifest inside `OUT_DIR`.
+pub const MANIFEST_FILE_NAME: &str = "kenosis-manifest.json";
+
+/// Format version; bumped whenever a field changes meaning.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// Everything one build script run quantized, one entry per model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`MANIFEST_VERSION`] when written by this crate version.
+    pub version: u32,
+    /// One entry per quantized model, in registration order.
+    pub models: Vec<ModelEntry>,
+}
+
+/// One quantized model: where its FP32 source was, where its INT8 artifact is, and its I/O.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelEntry {
+    /// The FP32 model path as written by the user (relative to `CARGO_MANIFEST_DIR`, or absolute).
+    pub source: String,
+    /// Absolute, canonicalized path of the FP32 model; the key the macro looks models up by.
+    pub source_path: PathBuf,
+    /// Absolute path of the INT8 QDQ model inside `OUT_DIR`, for `include_bytes!`.
+    pub artifact_path: PathBuf,
+    /// Hex content hash (the cache key) the artifact was produced under.
+    pub hash: String,
+    /// Absolute path of the JSON quantization report written next to the artifact.
+    pub report_path: PathBuf,
+    /// Graph inputs of the artifact, in ONNX order (initializers excluded).
+    pub inputs: Vec<TensorInfo>,
+    /// Graph outputs of the artifact, in ONNX order.
+    pub outputs: Vec<TensorInfo>,
+}
+
+/// Name, element type and shape of one graph input or output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TensorInfo {
+    /// The ONNX value name.
+    pub name: String,
+    /// Element type.
+    pub dtype: ElementType,
+    /// Dimensions; `None` for a symbolic or unknown dimension (e.g. a dynamic batch).
+    pub shape: Vec<Option<i64>>,
+}
+
+/// ONNX tensor element types Kenosis passes through its manifest
+/// (`TensorProto.DataType` in `onnx.proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElementType {
+    /// `FLOAT` (1): IEEE 754 binary32.
+    F32,
+    /// `UINT8` (2).
+    U8,
+    /// `INT8` (3).
+    I8,
+    /// `UINT16` (4).
+    U16,
+    /// `INT16` (5).
+    I16,
+    /// `INT32` (6).
+    I32,
+    /// `INT64` (7).
+    I64,
+    /// `STRING` (8).
+    String,
+    /// `BOOL` (9).
+    Bool,
+    /// `FLOAT16` (10).
+    F16,
+    /// `DOUBLE` (11).
+    F64,
+    /// `UINT32` (12).
+    U32,
+    /// `UINT64` (13).
+    U64,
+}
+
+impl ElementType {
+    /// Maps an ONNX `TensorProto.DataType` number to an element type; `None` for types
+    /// Kenosis does not pass through (complex, bfloat16, float8, 4-bit).
+    pub fn from_onnx(data_type: i32) -> Option<Self> {
+        Some(match data_type {
+            1 => Self::F32,
+            2 => Self::U8,
+            3 => Self::I8,
+            4 => Self::U16,
+            5 => Self::I16,
+            6 => Self::I32,
+            7 => Self::I64,
+            8 => Self::String,
+            9 => Self::Bool,
+            10 => Self::F16,
+            11 => Self::F64,
+            12 => Self::U32,
+            13 => Self::U64,
+            _ => return None,
+        })
+    }
+
+    /// The Rust element type name (`f32`, `i64`, `bool`, ...), as used in generated code.
+    pub fn rust_name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::U8 => "u8",
+            Self::I8 => "i8",
+            Self::U16 => "u16",
+            Self::I16 => "i16",
+            Self::I32 => "i32",
+            Self::I64 => "i64",
+            Self::String => "String",
+            Self::Bool => "bool",
+            Self::F16 => "f16",
+            Self::F64 => "f64",
+            Self::U32 => "u32",
+            Self::U64 => "u64",
+        }
+    }
+}
+
+/// Reading or writing a manifest failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read or written.
+    #[error("kenosis manifest {path}: {source}")]
+    Io {
+        /// The manifest file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not a manifest of this version.
+    #[error("kenosis manifest {path} is malformed: {source}")]
+    Json {
+        /// The manifest file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        source: serde_json::Error,
+    },
+    /// Written by an incompatible kenosis-build.
+    #[error("kenosis manifest {path} has version {found}, expected {MANIFEST_VERSION}; kenosis-build and kenosis-runtime versions differ")]
+    Version {
+        /// The manifest file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: u32,
+    },
+}
+
+impl Manifest {
+    /// An empty manifest of the current version.
+    pub fn new() -> Self {
+        Self {
+            version: MANIFEST_VERSION,
+            models: Vec::new(),
+        }
+    }
+
+    /// Path of the manifest inside `out_dir`.
+    pub fn path_in(out_dir: &Path) -> PathBuf {
+        out_dir.join(MANIFEST_FILE_NAME)
+    }
+
+    /// Reads and validates the manifest at `path`.
+    ///
+    /// # Errors
+    /// [`ManifestError`] when the file is missing, unreadable, not valid JSON or of another version.
+    pub fn read(path: &Path) -> Result<Self, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|source| ManifestError::Json {
+                path: path.to_owned(),
+                source,
+            })?;
+        if manifest.version != MANIFEST_VERSION {
+            return Err(ManifestError::Version {
+                path: path.to_owned(),
+                found: manifest.version,
+            });
+        }
+        Ok(manifest)
+    }
+
+    /// Writes the manifest to `path` atomically (temporary file in the same folder, then rename),
+    /// so a macro never reads a half-written manifest.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`] when the folder is not writable.
+    pub fn write(&self, path: &Path) -> Result<(), ManifestError> {
+        let io = |source| ManifestError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(self).expect("manifest serializes");
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// The entry whose canonical FP32 source path is `source_path`.
+    pub fn find(&self, source_path: &Path) -> Option<&ModelEntry> {
+        self.models.iter().find(|m| m.source_path == source_path)
+    }
+}
+
+impl Default for Manifest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
