@@ -1,1 +1,196 @@
-fn main() {}
+//! Classifies an image with EfficientNet-Lite0, quantized to INT8 by `build.rs` and embedded in
+//! this binary, next to the embedded FP32 original: top-5 labels, model sizes and latencies.
+//!
+//! ```text
+//! classify [IMAGE.jpg]
+//! ```
+//! Without an argument it classifies an image compiled into the binary.
+
+mod preprocess;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kenosis_runtime::EmbeddedModel;
+use ndarray::{Array4, Axis};
+
+/// The original FP32 model, embedded as well to compare against.
+static FP32: EmbeddedModel = EmbeddedModel::from_static_bytes(
+    "efficientnet_lite0 (FP32)",
+    include_bytes!("../models/efficientnet_lite0.onnx"),
+);
+
+/// ImageNet class names, one per line in class-index order: `n01440764 tench, Tinca tinca`.
+const SYNSET_WORDS: &str = include_str!("../data/synset_words.txt");
+
+const DEFAULT_IMAGE_NAME: &str = "images/n07753592_banana.JPEG (built in)";
+const DEFAULT_IMAGE: &[u8] = include_bytes!("../images/n07753592_banana.JPEG");
+
+/// Timed runs per model, after one warm-up run each.
+const RUNS: usize = 20;
+const TOP_K: usize = 5;
+
+const USAGE: &str = "usage: classify [IMAGE.jpg]\n\n\
+Classifies a JPEG image (default: a built-in one) with EfficientNet-Lite0, quantized to INT8 at\n\
+build time by Kenosis, and with the FP32 original, and compares their top-5 labels, sizes and\n\
+latencies.";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("classify: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let int8: &'static EmbeddedModel =
+        kenosis_runtime::include_quantized!("models/efficientnet_lite0.onnx");
+
+    let mut args = std::env::args_os().skip(1);
+    let (image_name, jpeg) = match (args.next(), args.next()) {
+        (None, _) => (DEFAULT_IMAGE_NAME.to_string(), DEFAULT_IMAGE.to_vec()),
+        (Some(arg), None) if arg == "-h" || arg == "--help" => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        (Some(path), None) => {
+            let path = Path::new(&path);
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read image {}", path.display()))?;
+            (path.display().to_string(), bytes)
+        }
+        (Some(_), Some(_)) => bail!("expected at most one image path\n\n{USAGE}"),
+    };
+    let input: Array4<f32> = preprocess::preprocess(&jpeg)
+        .with_context(|| format!("cannot decode {image_name} (JPEG images are supported)"))?
+        .insert_axis(Axis(0));
+    let labels = labels()?;
+
+    // Warm-up: creates both ONNX Runtime sessions and gives the first results.
+    let int8_probs = classify(int8, &input)?;
+    let fp32_probs = classify(&FP32, &input)?;
+
+    // Interleaved, so that both models see the same machine load.
+    let mut int8_times = Vec::with_capacity(RUNS);
+    let mut fp32_times = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        int8_times.push(time(|| int8.run([&input]))?);
+        fp32_times.push(time(|| FP32.run([&input]))?);
+    }
+
+    println!("image: {image_name}\n");
+    let int8_top = top_k(&int8_probs, TOP_K);
+    let fp32_top = top_k(&fp32_probs, TOP_K);
+    println!("     {:<36} {:<36}", "INT8 (Kenosis, embedded)", "FP32 (original)");
+    for (rank, (&(qi, qp), &(fi, fp))) in int8_top.iter().zip(&fp32_top).enumerate() {
+        println!(
+            "{:>2}.  {:<28} {:>6.2}%  {:<28} {:>6.2}%",
+            rank + 1,
+            truncate(labels[qi], 28),
+            100.0 * qp,
+            truncate(labels[fi], 28),
+            100.0 * fp,
+        );
+    }
+    println!();
+
+    let (int8_size, fp32_size) = (int8.bytes().len(), FP32.bytes().len());
+    let (int8_ms, fp32_ms) = (median_ms(&mut int8_times), median_ms(&mut fp32_times));
+    println!("{:<26} {:>12} {:>12}", "", "INT8", "FP32");
+    println!(
+        "{:<26} {:>8.2} MiB {:>8.2} MiB   ({:.1}x smaller)",
+        "model size",
+        mib(int8_size),
+        mib(fp32_size),
+        fp32_size as f64 / int8_size as f64
+    );
+    println!(
+        "{:<26} {:>9.2} ms {:>9.2} ms   ({:.2}x)",
+        format!("latency (median of {RUNS})"),
+        int8_ms,
+        fp32_ms,
+        fp32_ms / int8_ms
+    );
+    let agree = if int8_top[0].0 == fp32_top[0].0 { "yes" } else { "NO" };
+    println!("{:<26} {agree}", "top-1 agrees");
+    Ok(())
+}
+
+/// Runs `model` on the `[1, 3, 224, 224]` input and returns softmax probabilities.
+fn classify(model: &EmbeddedModel, input: &Array4<f32>) -> Result<Vec<f32>> {
+    let outputs = model.run([input])?;
+    let logits = outputs[0]
+        .as_f32()
+        .with_context(|| format!("{}: the output is not an f32 tensor", model.source()))?;
+    if logits.len() != 1000 {
+        bail!(
+            "{}: expected 1000 logits, got shape {:?}",
+            model.source(),
+            logits.shape()
+        );
+    }
+    Ok(softmax(logits.iter().copied()))
+}
+
+fn softmax(logits: impl Iterator<Item = f32> + Clone) -> Vec<f32> {
+    let max = logits.clone().fold(f32::NEG_INFINITY, f32::max);
+    let exp: Vec<f32> = logits.map(|x| (x - max).exp()).collect();
+    let sum: f32 = exp.iter().sum();
+    exp.into_iter().map(|e| e / sum).collect()
+}
+
+/// The `k` most probable classes as `(index, probability)`, most probable first.
+fn top_k(probs: &[f32], k: usize) -> Vec<(usize, f32)> {
+    let mut ranked: Vec<(usize, f32)> = probs.iter().copied().enumerate().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    ranked.truncate(k);
+    ranked
+}
+
+/// Class names by index, without the WordNet id: `tench, Tinca tinca`.
+fn labels() -> Result<Vec<&'static str>> {
+    let labels: Vec<&str> = SYNSET_WORDS
+        .lines()
+        .map(|line| line.split_once(' ').map_or(line, |(_, name)| name))
+        .collect();
+    if labels.len() != 1000 {
+        bail!("data/synset_words.txt has {} lines, expected 1000", labels.len());
+    }
+    Ok(labels)
+}
+
+fn time<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<Duration, E> {
+    let start = Instant::now();
+    f()?;
+    Ok(start.elapsed())
+}
+
+fn median_ms(times: &mut [Duration]) -> f64 {
+    times.sort();
+    let mid = times.len() / 2;
+    let median = if times.len() % 2 == 0 {
+        (times[mid - 1] + times[mid]) / 2
+    } else {
+        times[mid]
+    };
+    median.as_secs_f64() * 1e3
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut cut: String = s.chars().take(max - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
