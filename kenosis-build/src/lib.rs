@@ -1,1 +1,289 @@
-//! placeholder
+//! Quantize FP32 ONNX models to static INT8 QDQ models from a `build.rs`.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     kenosis_build::Config::new()
+//!         .model("models/efficientnet_lite0.onnx") // relative to CARGO_MANIFEST_DIR
+//!         .calibration_npy_dir("calib")           // optional; default: synthetic inputs
+//!         .compile()
+//!         .expect("kenosis: quantization failed");
+//! }
+//! ```
+//! Each model is decoded, normalized (Constant → initializer, Dropout removed, opset raised to
+//! 13, BatchNormalization folded), calibrated in ONNX Runtime, and rewritten with
+//! QuantizeLinear/DequantizeLinear pairs placed so that ONNX Runtime fuses the quantized ops
+//! into its integer kernels (QLinearConv, QGemm, ...). Artifacts are cached under the target
+//! directory by a content hash, copied into `OUT_DIR`, and listed in a manifest that
+//! `kenosis_runtime::include_quantized!` reads.
+
+pub mod cache;
+pub mod calibrate;
+pub mod cargo;
+mod error;
+pub mod graph;
+pub mod normalize;
+pub mod onnx;
+pub mod pipeline;
+pub mod quantize;
+pub mod report;
+pub mod types;
+
+use std::path::{Path, PathBuf};
+
+use kenosis_manifest::{Manifest, ModelEntry};
+
+pub use error::{Error, Result};
+pub use pipeline::{quantize, Calibration, QuantizeOptions, Quantized};
+pub use report::Report;
+
+/// One model registered with [`Config::model`].
+#[derive(Debug, Clone)]
+struct ModelConfig {
+    path: PathBuf,
+    calibration_npy_dir: Option<PathBuf>,
+}
+
+/// Build-script configuration: which models to quantize and how. Ends in [`Config::compile`].
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    models: Vec<ModelConfig>,
+    default_calibration: Option<PathBuf>,
+    per_channel: Option<bool>,
+    reduce_range: Option<bool>,
+    synthetic_samples: Option<usize>,
+    keep_float: Vec<String>,
+    manifest_dir: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+    target: Option<String>,
+}
+
+impl Config {
+    /// An empty configuration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers an FP32 ONNX model; a relative path is resolved against `CARGO_MANIFEST_DIR`.
+    pub fn model(mut self, path: impl AsRef<Path>) -> Self {
+        self.models.push(ModelConfig {
+            path: path.as_ref().to_owned(),
+            calibration_npy_dir: None,
+        });
+        self
+    }
+
+    /// Calibration samples as `.npy` files (f32 or i64, C order, one sample per file, batch
+    /// dimension optional); a multi-input model uses one subfolder per input name, paired by
+    /// sorted file name. Applies to the model registered just before, or, called before any
+    /// [`Config::model`], to every model without its own folder. Relative paths are resolved
+    /// against `CARGO_MANIFEST_DIR`. Without it, deterministic synthetic inputs are used.
+    pub fn calibration_npy_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        match self.models.last_mut() {
+            Some(m) => m.calibration_npy_dir = Some(dir.as_ref().to_owned()),
+            None => self.default_calibration = Some(dir.as_ref().to_owned()),
+        }
+        self
+    }
+
+    /// Per-channel weight scales on the output-channel axis (default `true`) or per tensor.
+    pub fn per_channel(mut self, enable: bool) -> Self {
+        self.per_channel = Some(enable);
+        self
+    }
+
+    /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build targets, whose
+    /// u8·s8 kernels without VNNI saturate on full-range weights; off elsewhere.
+    pub fn reduce_range(mut self, enable: bool) -> Self {
+        self.reduce_range = Some(enable);
+        self
+    }
+
+    /// Number of synthetic calibration samples when no data is given (default 16).
+    pub fn synthetic_samples(mut self, count: usize) -> Self {
+        self.synthetic_samples = Some(count);
+        self
+    }
+
+    /// Keeps the node named `name` in FP32 (in every model).
+    pub fn keep_float(mut self, name: impl Into<String>) -> Self {
+        self.keep_float.push(name.into());
+        self
+    }
+
+    /// Overrides `OUT_DIR` (artifacts and manifest go there).
+    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.out_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Overrides the cache folder (default: `$KENOSIS_CACHE_DIR`, else
+    /// `<target dir>/kenosis-cache`, shared by debug and release builds).
+    pub fn cache_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cache_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Overrides `CARGO_MANIFEST_DIR` (base of relative paths).
+    pub fn manifest_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.manifest_dir = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// Overrides the build target triple (default: cargo's `TARGET`), which picks the
+    /// reduce-range default.
+    pub fn target(mut self, triple: impl Into<String>) -> Self {
+        self.target = Some(triple.into());
+        self
+    }
+
+    /// Quantizes every registered model (or takes it from the cache), copies the artifacts
+    /// into `OUT_DIR`, writes the manifest `include_quantized!` reads, and prints the
+    /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model.
+    ///
+    /// # Errors
+    /// The first [`Error`] met; nothing is written into `OUT_DIR` for the failing model and
+    /// no manifest is written.
+    pub fn compile(self) -> Result<()> {
+        let manifest_dir = match &self.manifest_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(cargo::cargo_env("CARGO_MANIFEST_DIR")?),
+        };
+        let out_dir = match &self.out_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(cargo::cargo_env("OUT_DIR")?),
+        };
+        let target = match &self.target {
+            Some(t) => t.clone(),
+            None => std::env::var("TARGET").unwrap_or_default(),
+        };
+        let cache_dir = match (&self.cache_dir, cargo::env("KENOSIS_CACHE_DIR")) {
+            (Some(d), _) => d.clone(),
+            (None, Some(d)) => PathBuf::from(d),
+            (None, None) => cargo::target_dir_of(&out_dir).join("kenosis-cache"),
+        };
+        if self.models.is_empty() {
+            return Err(Error::Config(
+                "no model registered; call .model(\"path/to/model.onnx\") before .compile()".into(),
+            ));
+        }
+        let cache = cache::Cache::open(cache_dir)?;
+        let artifacts_dir = out_dir.join("kenosis");
+        std::fs::create_dir_all(&artifacts_dir).map_err(|e| Error::io(&artifacts_dir, e))?;
+
+        let is_x86 = target.starts_with("x86_64")
+            || target.starts_with("i686")
+            || target.starts_with("i586")
+            || target.starts_with("x86");
+        let options = QuantizeOptions {
+            per_channel: self.per_channel.unwrap_or(true),
+            reduce_range: self
+                .reduce_range
+                .unwrap_or(is_x86 || target.is_empty() && cfg!(target_arch = "x86_64")),
+            synthetic_samples: self.synthetic_samples.unwrap_or(16),
+            keep_float: self.keep_float.clone(),
+        };
+        let mut manifest = Manifest::new();
+        for model in &self.models {
+            let calib = model
+                .calibration_npy_dir
+                .as_ref()
+                .or(self.default_calibration.as_ref());
+            manifest.models.push(self.compile_one(
+                &manifest_dir,
+                &artifacts_dir,
+                &cache,
+                model,
+                calib,
+                &options,
+            )?);
+        }
+        manifest
+            .write(&Manifest::path_in(&out_dir))
+            .map_err(|e| Error::Config(e.to_string()))
+    }
+
+    fn compile_one(
+        &self,
+        manifest_dir: &Path,
+        artifacts_dir: &Path,
+        cache: &cache::Cache,
+        model: &ModelConfig,
+        calib: Option<&PathBuf>,
+        options: &QuantizeOptions,
+    ) -> Result<ModelEntry> {
+        let path = manifest_dir.join(&model.path);
+        cargo::rerun_if_changed(&path);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+
+        let mut key = cache::KeyHasher::new(ort::info());
+        key.add(&bytes).add(format!("{options:?}").as_bytes());
+        let calibration = match calib {
+            Some(dir) => {
+                let dir = manifest_dir.join(dir);
+                cargo::rerun_if_changed(&dir);
+                for file in calibration_files(&dir)? {
+                    let rel = file.strip_prefix(&dir).unwrap_or(&file);
+                    key.add(rel.to_string_lossy().as_bytes());
+                    key.add(&std::fs::read(&file).map_err(|e| Error::io(&file, e))?);
+                }
+                Calibration::NpyDir(dir)
+            }
+            None => Calibration::Synthetic,
+        };
+        let key = key.finish();
+
+        let (artifact, report) = match cache.get(&key) {
+            Some(hit) => hit,
+            None => {
+                let mut q = quantize(&path, &bytes, &calibration, options)?;
+                q.report.source = model.path.display().to_string();
+                q.report.key = key.clone();
+                cache.put(&key, &q.bytes, &q.report)?;
+                cargo::warning(&q.report.summary_line());
+                (q.bytes, q.report)
+            }
+        };
+        let stem = path
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+        let artifact_path = artifacts_dir.join(format!("{stem}-{}.int8.onnx", &key[..16]));
+        let report_path = artifacts_dir.join(format!("{stem}-{}.report.json", &key[..16]));
+        if std::fs::read(&artifact_path).ok().as_deref() != Some(artifact.as_slice()) {
+            cache::write_atomic(&artifact_path, &artifact)?;
+        }
+        cache::write_atomic(
+            &report_path,
+            &serde_json::to_vec_pretty(&report).expect("report serializes"),
+        )?;
+        Ok(ModelEntry {
+            source: model.path.display().to_string(),
+            source_path,
+            artifact_path,
+            hash: key,
+            report_path,
+            inputs: report.inputs,
+            outputs: report.outputs,
+        })
+    }
+}
+
+/// Every file under a calibration folder, recursively, in sorted order (for hashing).
+fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let p = entry.map_err(|e| Error::io(&d, e))?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "npy") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}

@@ -1,0 +1,32 @@
+//! Quantizes one ONNX model outside a build script and writes the INT8 model and its report.
+//!
+//! usage: cargo run -p kenosis-build --example quantize -- <in.onnx> <out.onnx> [calibration_npy_dir]
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let [input, output, rest @ ..] = args.as_slice() else {
+        return Err("usage: quantize <in.onnx> <out.onnx> [calibration_npy_dir]".into());
+    };
+    let calibration = match rest.first() {
+        Some(dir) => kenosis_build::Calibration::NpyDir(dir.clone()),
+        None => kenosis_build::Calibration::Synthetic,
+    };
+    let mut options = kenosis_build::QuantizeOptions::default();
+    if let Ok(v) = std::env::var("KENOSIS_PER_CHANNEL") {
+        options.per_channel = v == "1";
+    }
+    if let Ok(v) = std::env::var("KENOSIS_REDUCE_RANGE") {
+        options.reduce_range = v == "1";
+    }
+    let bytes = std::fs::read(input)?;
+    let q = kenosis_build::quantize(input, &bytes, &calibration, &options)?;
+    std::fs::write(output, &q.bytes)?;
+    std::fs::write(
+        output.with_extension("report.json"),
+        serde_json::to_vec_pretty(&q.report)?,
+    )?;
+    println!("{}", q.report.summary_line());
+    Ok(())
+}

@@ -1,0 +1,266 @@
+//! Calibration samples: loaded from `.npy` files or generated synthetically.
+
+use std::path::{Path, PathBuf};
+
+use ndarray::{ArrayD, IxDyn};
+use ndarray_npy::ReadNpyExt;
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+
+use crate::error::{Error, Result};
+use crate::onnx::{dtype, tensor_shape_proto::dimension, type_proto, GraphProto};
+
+/// One graph input: name, element type and shape (`None` for a symbolic dimension).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputSpec {
+    /// Graph input name.
+    pub name: String,
+    /// `TensorProto.DataType`.
+    pub elem_type: i32,
+    /// Declared dims; `None` where symbolic or missing.
+    pub dims: Vec<Option<i64>>,
+}
+
+/// The real (non-initializer) inputs of `graph`, in declaration order.
+pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    graph
+        .input
+        .iter()
+        .filter(|i| !inits.contains(i.name()))
+        .map(|i| {
+            let (elem_type, dims) = match i.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(type_proto::Value::TensorType(t)) => (
+                    t.elem_type(),
+                    t.shape.as_ref().map_or_else(Vec::new, |s| {
+                        s.dim
+                            .iter()
+                            .map(|d| match d.value {
+                                Some(dimension::Value::DimValue(v)) if v > 0 => Some(v),
+                                _ => None,
+                            })
+                            .collect()
+                    }),
+                ),
+                _ => (0, Vec::new()),
+            };
+            InputSpec {
+                name: i.name().to_owned(),
+                elem_type,
+                dims,
+            }
+        })
+        .collect()
+}
+
+/// One input value of one calibration sample.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SampleValue {
+    /// A float32 tensor.
+    F32(ArrayD<f32>),
+    /// An int64 tensor (token ids, masks, indices).
+    I64(ArrayD<i64>),
+}
+
+/// Calibration samples, each holding one value per model input (in input order).
+#[derive(Debug, Clone, Default)]
+pub struct CalibrationData {
+    /// `samples[s][i]` is input `i` of sample `s`.
+    pub samples: Vec<Vec<SampleValue>>,
+    /// Files the samples came from (empty for synthetic data), for hashing and rerun-if-changed.
+    pub files: Vec<PathBuf>,
+    /// True when the samples were generated, not loaded.
+    pub synthetic: bool,
+}
+
+/// Loads every `*.npy` in `dir` (one sample per file) for a single-input model, or
+/// `dir/<input name>/*.npy` for a multi-input model, pairing files by sorted name.
+/// A file may omit the batch dimension; it is then added.
+///
+/// # Errors
+/// [`Error::Calibration`] naming the file when a folder is missing or empty, counts differ
+/// between inputs, or a file's dtype or shape does not fit its input; [`Error::Io`] when a
+/// file cannot be read.
+pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData> {
+    let bad = |path: &Path, reason: String| Error::Calibration {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut per_input: Vec<Vec<PathBuf>> = Vec::new();
+    for spec in inputs {
+        let folder = if inputs.len() == 1 {
+            dir.to_owned()
+        } else {
+            dir.join(&spec.name)
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+            .map_err(|e| Error::io(&folder, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "npy") && p.is_file())
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(bad(
+                &folder,
+                format!("no .npy files for input `{}`", spec.name),
+            ));
+        }
+        per_input.push(files);
+    }
+    let count = per_input[0].len();
+    if let Some((k, files)) = per_input.iter().enumerate().find(|(_, f)| f.len() != count) {
+        return Err(bad(
+            dir,
+            format!(
+                "input `{}` has {} samples but `{}` has {count}",
+                inputs[k].name,
+                files.len(),
+                inputs[0].name
+            ),
+        ));
+    }
+    let mut data = CalibrationData::default();
+    for s in 0..count {
+        let mut sample = Vec::with_capacity(inputs.len());
+        for (spec, files) in inputs.iter().zip(&per_input) {
+            let path = &files[s];
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            sample.push(read_sample(&bytes, spec).map_err(|reason| bad(path, reason))?);
+            data.files.push(path.clone());
+        }
+        data.samples.push(sample);
+    }
+    Ok(data)
+}
+
+fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+    let value =
+        match spec.elem_type {
+            dtype::FLOAT => SampleValue::F32(ArrayD::<f32>::read_npy(bytes).map_err(|e| {
+                format!(
+                    "input `{}` expects float32 (<f4) C-order data: {e}",
+                    spec.name
+                )
+            })?),
+            dtype::INT64 => SampleValue::I64(ArrayD::<i64>::read_npy(bytes).map_err(|e| {
+                format!(
+                    "input `{}` expects int64 (<i8) C-order data: {e}",
+                    spec.name
+                )
+            })?),
+            other => return Err(format!(
+                "input `{}` has element type {other}; Kenosis calibrates float32 and int64 inputs",
+                spec.name
+            )),
+        };
+    fit_shape(value, spec)
+}
+
+/// Checks a sample's shape against the declared dims, adding a leading batch axis of 1 when
+/// the sample has one dimension fewer than the input.
+fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+    let shape = match &value {
+        SampleValue::F32(a) => a.shape().to_vec(),
+        SampleValue::I64(a) => a.shape().to_vec(),
+    };
+    let rank = spec.dims.len();
+    let full: Vec<usize> = if !spec.dims.is_empty() && shape.len() + 1 == rank {
+        std::iter::once(1).chain(shape.iter().copied()).collect()
+    } else {
+        shape.clone()
+    };
+    let expected = || {
+        spec.dims
+            .iter()
+            .map(|d| d.map_or("?".to_owned(), |v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !spec.dims.is_empty() {
+        let fits = full.len() == rank
+            && full
+                .iter()
+                .zip(&spec.dims)
+                .all(|(&a, d)| d.is_none_or(|d| d as usize == a));
+        if !fits {
+            return Err(format!(
+                "input `{}` expects shape [{}] (batch dimension optional), found {shape:?}",
+                spec.name,
+                expected()
+            ));
+        }
+    }
+    let reshape = |shape: &[usize]| IxDyn(shape);
+    Ok(match value {
+        SampleValue::F32(a) => SampleValue::F32(
+            a.into_shape_with_order(reshape(&full))
+                .expect("same element count"),
+        ),
+        SampleValue::I64(a) => SampleValue::I64(
+            a.into_shape_with_order(reshape(&full))
+                .expect("same element count"),
+        ),
+    })
+}
+
+/// Concrete shape for a synthetic sample: symbolic batch (first) dims become 1, other
+/// symbolic dims 224 for rank-4 (image-like) inputs and 16 otherwise (sequence-like).
+pub fn concrete_dims(spec: &InputSpec) -> Vec<usize> {
+    let rank = spec.dims.len();
+    spec.dims
+        .iter()
+        .enumerate()
+        .map(|(k, d)| match d {
+            Some(v) => *v as usize,
+            None if k == 0 => 1,
+            None if rank == 4 => 224,
+            None => 16,
+        })
+        .collect()
+}
+
+/// `count` deterministic synthetic samples: standard-normal floats, and for int64 inputs
+/// plausible token data (ids in [1000, 3000), masks of ones). Ranges from synthetic data
+/// only approximate real activations; real samples calibrate far better.
+///
+/// # Errors
+/// [`Error::Calibration`] when an input has an element type that cannot be synthesized.
+pub fn synthetic(inputs: &[InputSpec], count: usize, model_path: &Path) -> Result<CalibrationData> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6b656e6f736973);
+    let mut data = CalibrationData {
+        synthetic: true,
+        ..Default::default()
+    };
+    for _ in 0..count {
+        let mut sample = Vec::new();
+        for spec in inputs {
+            let shape = IxDyn(&concrete_dims(spec));
+            sample.push(match spec.elem_type {
+                dtype::FLOAT => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
+                    rng.sample(StandardNormal)
+                })),
+                dtype::INT64 if spec.name.contains("mask") => {
+                    SampleValue::I64(ArrayD::from_elem(shape, 1))
+                }
+                dtype::INT64 if spec.name.contains("type") => {
+                    SampleValue::I64(ArrayD::from_elem(shape, 0))
+                }
+                dtype::INT64 => SampleValue::I64(ArrayD::from_shape_simple_fn(shape, || {
+                    rng.random_range(1000..3000)
+                })),
+                other => {
+                    return Err(Error::Calibration {
+                        path: model_path.to_owned(),
+                        reason: format!(
+                            "input `{}` has element type {other}; give calibration data for it",
+                            spec.name
+                        ),
+                    })
+                }
+            });
+        }
+        data.samples.push(sample);
+    }
+    Ok(data)
+}

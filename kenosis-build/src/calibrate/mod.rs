@@ -1,0 +1,8 @@
+//! Calibration: input samples, running the FP32 model in ONNX Runtime with the planned
+//! tensors exposed, and streaming statistics over them.
+
+pub mod data;
+pub mod session;
+pub mod stats;
+
+pub use data::{CalibrationData, InputSpec, SampleValue};

@@ -1,0 +1,147 @@
+//! Running the FP32 model in ONNX Runtime with planned tensors exposed as outputs.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
+use ort::value::Tensor;
+use prost::Message;
+
+use super::data::{CalibrationData, SampleValue};
+use super::stats::MinMax;
+use crate::error::{Error, Result};
+use crate::onnx::{type_proto, ModelProto, TypeProto, ValueInfoProto};
+
+/// The process-wide ONNX Runtime environment (created on first use).
+pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
+        OnceLock::new();
+    ENV.get_or_init(|| {
+        ort::init()
+            .with_name("kenosis-build")
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|message| Error::Runtime {
+        path: path.to_owned(),
+        message: message.clone(),
+    })
+}
+
+/// Creates a session for `model_bytes` with the given optimization level and thread count.
+pub fn session(
+    path: &Path,
+    model_bytes: &[u8],
+    level: GraphOptimizationLevel,
+    threads: usize,
+) -> Result<Session> {
+    let rt = |e: ort::Error| Error::Runtime {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let rtb = |e: ort::Error<ort::session::builder::SessionBuilder>| Error::Runtime {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    Session::builder(environment(path)?)
+        .map_err(rt)?
+        .with_optimization_level(level)
+        .map_err(rtb)?
+        .with_intra_threads(threads)
+        .map_err(rtb)?
+        .commit_from_memory(model_bytes)
+        .map_err(rt)
+}
+
+/// ONNX Runtime input values for one sample, named after `input_names`.
+pub fn sample_inputs<'a>(
+    input_names: &[String],
+    sample: &[SampleValue],
+    path: &Path,
+) -> Result<Vec<(String, SessionInputValue<'a>)>> {
+    let rt = |e: ort::Error| Error::Runtime {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    input_names
+        .iter()
+        .zip(sample)
+        .map(|(name, value)| {
+            let v: SessionInputValue = match value {
+                SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into(),
+                SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into(),
+            };
+            Ok((name.clone(), v))
+        })
+        .collect()
+}
+
+/// A copy of `model` whose graph also outputs each tensor in `tensors` (declared FLOAT).
+pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelProto {
+    let mut m = model.clone();
+    let graph = m.graph.as_mut().expect("normalized model has a graph");
+    let existing: std::collections::HashSet<String> =
+        graph.output.iter().map(|o| o.name().to_owned()).collect();
+    for t in tensors.iter().filter(|t| !existing.contains(*t)) {
+        graph.output.push(ValueInfoProto {
+            name: Some(t.clone()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(crate::onnx::dtype::FLOAT),
+                    shape: None,
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    m
+}
+
+/// Runs every sample through `model` with `tensors` exposed and graph optimizations off (so
+/// the observed values are the FP32 graph's own), and returns each tensor's min/max.
+///
+/// Memory is bounded by one sample's activations: each run's outputs are folded into the
+/// statistics and dropped before the next run.
+///
+/// # Errors
+/// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample.
+pub fn observe_min_max(
+    model: &ModelProto,
+    tensors: &[String],
+    data: &CalibrationData,
+    path: &Path,
+) -> Result<HashMap<String, MinMax>> {
+    let calib = with_observed_outputs(model, tensors);
+    let bytes = calib.encode_to_vec();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut session = session(path, &bytes, GraphOptimizationLevel::Disable, threads)?;
+    let input_names: Vec<String> = session
+        .inputs()
+        .iter()
+        .map(|i| i.name().to_owned())
+        .collect();
+    let mut stats: HashMap<String, MinMax> = tensors
+        .iter()
+        .map(|t| (t.clone(), MinMax::default()))
+        .collect();
+    let rt = |e: ort::Error| Error::Runtime {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    for sample in &data.samples {
+        let inputs = sample_inputs(&input_names, sample, path)?;
+        let outputs = session.run(inputs).map_err(rt)?;
+        for t in tensors {
+            let value = outputs.get(t).ok_or_else(|| Error::Runtime {
+                path: path.to_owned(),
+                message: format!("observed tensor `{t}` missing from outputs"),
+            })?;
+            let (_, values) = value.try_extract_tensor::<f32>().map_err(rt)?;
+            stats.get_mut(t).expect("inserted above").update(values);
+        }
+    }
+    Ok(stats)
+}

@@ -1,0 +1,74 @@
+//! The one error type every fallible `kenosis-build` function returns.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while quantizing a model from a build script.
+///
+/// Every variant names the file it is about, so that a failed `cargo build` tells the user
+/// which model or calibration file to look at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The model file is not a decodable ONNX `ModelProto`.
+    #[error("{path}: not a valid ONNX model: {reason}")]
+    InvalidModel {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong, e.g. the protobuf decoder's message.
+        reason: String,
+    },
+    /// The model decodes but uses something Kenosis does not support.
+    #[error("{path}: unsupported model: {reason}")]
+    Unsupported {
+        /// The model file.
+        path: PathBuf,
+        /// What is unsupported and, where possible, what to do about it.
+        reason: String,
+    },
+    /// Calibration data does not fit the model's inputs.
+    #[error("{path}: bad calibration data: {reason}")]
+    Calibration {
+        /// The calibration file or folder.
+        path: PathBuf,
+        /// Which input and what mismatched (shape, dtype, count).
+        reason: String,
+    },
+    /// ONNX Runtime refused the model or failed while running it.
+    #[error("{path}: ONNX Runtime: {message}")]
+    Runtime {
+        /// The model file being calibrated or verified.
+        path: PathBuf,
+        /// ONNX Runtime's message.
+        message: String,
+    },
+    /// A required environment variable (set by cargo for build scripts) is missing.
+    #[error("environment variable {name} is not set; kenosis_build::Config::compile must run inside a build script (or set it explicitly)")]
+    MissingEnv {
+        /// The variable's name.
+        name: &'static str,
+    },
+    /// The build configuration itself is wrong (e.g. no model registered).
+    #[error("kenosis-build configuration: {0}")]
+    Config(String),
+}
+
+/// Shorthand for `Result<T, kenosis_build::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Conv + BatchNormalization folding: `W' = W·γ/√(σ²+ε)`, `b' = (b−μ)·γ/√(σ²+ε) + β`,
+//! computed in f64 per output channel (Ioffe & Szegedy 2015; the standard inference-time fold
+//! every runtime applies). Folding before quantization makes the quantized weight the one
+//! that actually runs, so its per-channel scale fits the folded values.
+
+use std::collections::HashSet;
+
+use crate::graph::{GraphIndex, NameGen};
+use crate::onnx::{attr, tensor, GraphProto};
+
+/// Folds every BatchNormalization whose only input producer is a Conv with constant weight
+/// (and optional constant bias) that feeds nothing else. Returns the number folded.
+///
+/// # Errors
+/// When a folded tensor's payload is unreadable.
+pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String> {
+    let index = GraphIndex::new(graph);
+    let mut removed = HashSet::new();
+    let mut folds = Vec::new();
+    for (bn_idx, bn) in graph.node.iter().enumerate() {
+        if bn.op_type() != "BatchNormalization"
+            || bn.input.len() < 5
+            || bn.output.iter().skip(1).any(|o| !o.is_empty())
+        {
+            continue;
+        }
+        let Some(&conv_idx) = index.producer.get(&bn.input[0]) else {
+            continue;
+        };
+        let conv = &graph.node[conv_idx];
+        let conv_out_single_use = index.consumers_of(&conv.output[0]).len() == 1
+            && !index.outputs.contains(&conv.output[0]);
+        let constant = |name: &String| index.is_initializer(name);
+        if conv.op_type() != "Conv"
+            || !conv_out_single_use
+            || !constant(&conv.input[1])
+            || conv
+                .input
+                .get(2)
+                .is_some_and(|b| !b.is_empty() && !constant(b))
+            || !bn.input[1..5].iter().all(constant)
+        {
+            continue;
+        }
+        folds.push((conv_idx, bn_idx));
+    }
+    // New initializers are appended, so the indices in `index` stay valid while folding.
+    let get = |graph: &GraphProto, name: &str| {
+        tensor::to_f32(&graph.initializer[index.initializer[name]])
+    };
+    let count = folds.len();
+    for (conv_idx, bn_idx) in folds {
+        let bn = graph.node[bn_idx].clone();
+        let conv = graph.node[conv_idx].clone();
+        let eps = f64::from(attr::float(&bn, "epsilon", 1e-5));
+        let [gamma, beta, mean, var] = [1, 2, 3, 4].map(|i| get(graph, &bn.input[i]));
+        let (gamma, beta, mean, var) = (gamma?, beta?, mean?, var?);
+        let w_init = &graph.initializer[index.initializer[&conv.input[1]]];
+        let w_dims = w_init.dims.clone();
+        let mut w = tensor::to_f32(w_init)?;
+        let out_channels = *w_dims.first().ok_or("Conv weight has no dims")? as usize;
+        if [&gamma, &beta, &mean, &var]
+            .iter()
+            .any(|v| v.len() != out_channels)
+        {
+            return Err(format!("BatchNormalization `{}` has parameters that do not match the Conv's {out_channels} output channels", bn.name()));
+        }
+        let bias = match conv.input.get(2).filter(|b| !b.is_empty()) {
+            Some(b) => get(graph, b)?,
+            None => vec![0.0; out_channels],
+        };
+        let per_channel = w.len() / out_channels.max(1);
+        let mut new_bias = vec![0f32; out_channels];
+        for c in 0..out_channels {
+            let factor = f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt();
+            for v in &mut w[c * per_channel..(c + 1) * per_channel] {
+                *v = (f64::from(*v) * factor) as f32;
+            }
+            new_bias[c] =
+                ((f64::from(bias[c]) - f64::from(mean[c])) * factor + f64::from(beta[c])) as f32;
+        }
+        let w_name = names.fresh(&format!("{}_folded_weight", conv.name()));
+        let b_name = names.fresh(&format!("{}_folded_bias", conv.name()));
+        graph
+            .initializer
+            .push(tensor::from_f32(&w_name, &w_dims, &w));
+        graph
+            .initializer
+            .push(tensor::from_f32(&b_name, &[out_channels as i64], &new_bias));
+        let node = &mut graph.node[conv_idx];
+        node.input.truncate(2);
+        node.input[1] = w_name;
+        node.input.push(b_name);
+        node.output[0] = bn.output[0].clone();
+        removed.insert(bn_idx);
+    }
+    let mut i = 0;
+    graph.node.retain(|_| {
+        i += 1;
+        !removed.contains(&(i - 1))
+    });
+    super::prune_unused_initializers(graph);
+    Ok(count)
+}

@@ -1,0 +1,178 @@
+//! Brings any supported FP32 model into the one form the quantizer works on:
+//! weights as initializers, inference-only ops removed, BatchNormalization folded,
+//! default-domain opset >= 13, nodes in topological order.
+
+mod batchnorm;
+mod constants;
+mod opset;
+
+use std::collections::HashSet;
+
+use crate::graph::{topological_order, GraphIndex, NameGen};
+use crate::onnx::{self, ModelProto};
+
+pub use opset::TARGET_OPSET;
+
+/// Oldest default-domain opset Kenosis accepts (numpy-style broadcasting starts at 7).
+pub const MIN_OPSET: i64 = 7;
+/// Newest default-domain opset Kenosis accepts (what ONNX Runtime 1.31 implements).
+pub const MAX_OPSET: i64 = 23;
+/// Newest IR version Kenosis accepts.
+pub const MAX_IR_VERSION: i64 = 11;
+/// IR version written when the opset is raised to 13 (IR 7 introduced opset 13 support).
+const IR_FOR_OPSET_13: i64 = 7;
+
+/// What normalization changed, for the build report.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NormalizeSummary {
+    /// Default-domain opset before normalization.
+    pub opset_before: i64,
+    /// Default-domain opset after normalization.
+    pub opset_after: i64,
+    /// Constant nodes turned into initializers.
+    pub constants_extracted: usize,
+    /// BatchNormalization nodes folded into the preceding Conv.
+    pub batchnorms_folded: usize,
+    /// Dropout nodes removed (identity at inference).
+    pub dropouts_removed: usize,
+}
+
+/// Normalizes `model` in place.
+///
+/// # Errors
+/// A message (the caller adds the file name) when the IR or opset version is out of range,
+/// an operator cannot be upgraded to opset 13, or the graph is malformed (dangling input,
+/// cycle).
+pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
+    let ir = model.ir_version();
+    if !(3..=MAX_IR_VERSION).contains(&ir) {
+        return Err(format!(
+            "IR version {ir} is not supported (supported: 3 to {MAX_IR_VERSION})"
+        ));
+    }
+    let opset =
+        onnx::default_opset(model).ok_or("the model imports no default-domain (ai.onnx) opset")?;
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+        return Err(format!(
+            "opset {opset} is not supported (supported: {MIN_OPSET} to {MAX_OPSET})"
+        ));
+    }
+    let mut summary = NormalizeSummary {
+        opset_before: opset,
+        opset_after: opset,
+        ..Default::default()
+    };
+    let graph = model.graph.as_mut().ok_or("the model has no graph")?;
+    if graph.node.is_empty() {
+        return Err("the graph has no nodes".into());
+    }
+
+    // Older IR versions list initializers as graph inputs too; ORT then treats them as
+    // overridable inputs and refuses to constant-fold or fuse them.
+    let init_names: HashSet<String> = graph
+        .initializer
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    graph.input.retain(|i| !init_names.contains(i.name()));
+
+    sort_topologically(graph)?;
+    summary.constants_extracted = constants::extract(graph)?;
+    summary.dropouts_removed = remove_dropouts(graph);
+
+    if opset < TARGET_OPSET {
+        let mut names = NameGen::new(graph);
+        opset::upgrade(graph, opset, &mut names)?;
+        for o in model
+            .opset_import
+            .iter_mut()
+            .filter(|o| onnx::is_default_domain(o.domain()))
+        {
+            o.version = Some(TARGET_OPSET);
+        }
+        model.ir_version = Some(model.ir_version().max(IR_FOR_OPSET_13));
+        summary.opset_after = TARGET_OPSET;
+    }
+    let graph = model.graph.as_mut().expect("checked above");
+    let mut names = NameGen::new(graph);
+    summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
+    sort_topologically(graph)?;
+    Ok(summary)
+}
+
+fn sort_topologically(graph: &mut onnx::GraphProto) -> Result<(), String> {
+    let order = topological_order(graph, &HashSet::new())?;
+    let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
+        .into_iter()
+        .map(Some)
+        .collect();
+    graph.node = order
+        .into_iter()
+        .map(|i| nodes[i].take().expect("each index once"))
+        .collect();
+    Ok(())
+}
+
+/// Dropout is the identity at inference; removing it lets its neighbours fuse.
+/// Only Dropouts whose mask output is unused are removed.
+fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
+    let index = GraphIndex::new(graph);
+    let mut renames: Vec<(String, String)> = Vec::new();
+    let mut removed = HashSet::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        let mask_used = node.output.get(1).is_some_and(|m| {
+            !m.is_empty() && (index.consumers.contains_key(m) || index.outputs.contains(m))
+        });
+        if node.op_type() == "Dropout" && onnx::is_default_domain(node.domain()) && !mask_used {
+            let (input, output) = (node.input[0].clone(), node.output[0].clone());
+            removed.insert(i);
+            renames.push((output, input));
+        }
+    }
+    for (from, to) in &renames {
+        if index.outputs.contains(from) {
+            // Keep the graph output's name: the producer now writes it directly.
+            if let Some(&p) = index.producer.get(to) {
+                for o in graph.node[p].output.iter_mut().filter(|o| *o == to) {
+                    *o = from.clone();
+                }
+                rename_inputs(graph, to, from);
+                continue;
+            }
+        }
+        rename_inputs(graph, from, to);
+    }
+    let mut i = 0;
+    graph.node.retain(|_| {
+        i += 1;
+        !removed.contains(&(i - 1))
+    });
+    removed.len()
+}
+
+/// Replaces every node input named `from` by `to` (main graph only).
+pub(crate) fn rename_inputs(graph: &mut onnx::GraphProto, from: &str, to: &str) {
+    for node in &mut graph.node {
+        for inp in node.input.iter_mut().filter(|i| *i == from) {
+            *inp = to.to_owned();
+        }
+    }
+}
+
+/// Drops initializers no node (of the main graph or a subgraph) and no graph output reads.
+pub(crate) fn prune_unused_initializers(graph: &mut onnx::GraphProto) {
+    fn collect_inputs(graph: &onnx::GraphProto, used: &mut HashSet<String>) {
+        for node in &graph.node {
+            used.extend(node.input.iter().cloned());
+            for a in &node.attribute {
+                for g in a.g.iter().chain(&a.graphs) {
+                    collect_inputs(g, used);
+                }
+            }
+        }
+        used.extend(graph.output.iter().map(|o| o.name().to_owned()));
+    }
+    let mut used = HashSet::new();
+    collect_inputs(graph, &mut used);
+    graph.initializer.retain(|t| used.contains(t.name()));
+}

@@ -1,0 +1,203 @@
+//! Reading and writing `TensorProto` payloads (initializers, Constant values).
+//!
+//! ONNX stores a tensor either in `raw_data` (little-endian bytes) or in a typed repeated
+//! field (`float_data`, `int32_data` for 8/16-bit and bool types, `int64_data`, `double_data`);
+//! both are accepted on read, `raw_data` is always written.
+
+use super::{dtype, tensor_proto::DataLocation, TensorProto};
+
+/// Number of elements implied by `dims`, or `None` on a negative dim or overflow.
+pub fn element_count(dims: &[i64]) -> Option<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+}
+
+fn check_inline(t: &TensorProto) -> Result<(), String> {
+    if t.data_location == Some(DataLocation::External as i32) || !t.external_data.is_empty() {
+        return Err(format!(
+            "tensor `{}` keeps its data in an external file; save the model with its weights inside the .onnx file",
+            t.name()
+        ));
+    }
+    Ok(())
+}
+
+fn check_len(t: &TensorProto, len: usize) -> Result<(), String> {
+    let expected = element_count(&t.dims)
+        .ok_or_else(|| format!("tensor `{}` has invalid dims {:?}", t.name(), t.dims))?;
+    if expected != len {
+        return Err(format!(
+            "tensor `{}` has dims {:?} ({expected} elements) but holds {len} values",
+            t.name(),
+            t.dims
+        ));
+    }
+    Ok(())
+}
+
+fn from_raw<const N: usize, T>(
+    t: &TensorProto,
+    decode: fn([u8; N]) -> T,
+) -> Result<Vec<T>, String> {
+    if t.raw_data().len() % N != 0 {
+        return Err(format!(
+            "tensor `{}`: raw_data length {} is not a multiple of {N}",
+            t.name(),
+            t.raw_data().len()
+        ));
+    }
+    Ok(t.raw_data()
+        .chunks_exact(N)
+        .map(|c| decode(c.try_into().expect("chunk of N bytes")))
+        .collect())
+}
+
+/// The values of a float tensor (FLOAT or DOUBLE) as `f32`, row-major.
+///
+/// # Errors
+/// A message naming the tensor when it is not float, external, or its size mismatches `dims`.
+pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, String> {
+    check_inline(t)?;
+    let values = match t.data_type() {
+        dtype::FLOAT if t.raw_data.is_some() => from_raw(t, f32::from_le_bytes)?,
+        dtype::FLOAT => t.float_data.clone(),
+        dtype::DOUBLE if t.raw_data.is_some() => from_raw(t, f64::from_le_bytes)?
+            .into_iter()
+            .map(|v| v as f32)
+            .collect(),
+        dtype::DOUBLE => t.double_data.iter().map(|&v| v as f32).collect(),
+        other => {
+            return Err(format!(
+                "tensor `{}` has data type {other}, expected float",
+                t.name()
+            ))
+        }
+    };
+    check_len(t, values.len())?;
+    Ok(values)
+}
+
+/// The values of an integer tensor (INT64, INT32, INT8, UINT8) as `i64`, row-major.
+///
+/// # Errors
+/// A message naming the tensor when it is not an integer tensor, external, or mis-sized.
+pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, String> {
+    check_inline(t)?;
+    let raw = t.raw_data.is_some();
+    let values = match t.data_type() {
+        dtype::INT64 if raw => from_raw(t, i64::from_le_bytes)?,
+        dtype::INT64 => t.int64_data.clone(),
+        dtype::INT32 if raw => from_raw(t, i32::from_le_bytes)?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        dtype::INT8 if raw => t.raw_data().iter().map(|&b| i64::from(b as i8)).collect(),
+        dtype::UINT8 if raw => t.raw_data().iter().map(|&b| i64::from(b)).collect(),
+        dtype::INT32 | dtype::INT8 | dtype::UINT8 => {
+            t.int32_data.iter().map(|&v| i64::from(v)).collect()
+        }
+        other => {
+            return Err(format!(
+                "tensor `{}` has data type {other}, expected an integer type",
+                t.name()
+            ))
+        }
+    };
+    check_len(t, values.len())?;
+    Ok(values)
+}
+
+fn make(name: &str, dims: &[i64], data_type: i32, raw: Vec<u8>) -> TensorProto {
+    TensorProto {
+        name: Some(name.to_owned()),
+        dims: dims.to_vec(),
+        data_type: Some(data_type),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
+}
+
+/// A FLOAT tensor named `name` with `dims` holding `values` (row-major).
+pub fn from_f32(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
+    make(
+        name,
+        dims,
+        dtype::FLOAT,
+        values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+}
+
+/// An INT8 tensor.
+pub fn from_i8(name: &str, dims: &[i64], values: &[i8]) -> TensorProto {
+    make(
+        name,
+        dims,
+        dtype::INT8,
+        values.iter().map(|&v| v as u8).collect(),
+    )
+}
+
+/// A UINT8 tensor.
+pub fn from_u8(name: &str, dims: &[i64], values: &[u8]) -> TensorProto {
+    make(name, dims, dtype::UINT8, values.to_vec())
+}
+
+/// An INT32 tensor.
+pub fn from_i32(name: &str, dims: &[i64], values: &[i32]) -> TensorProto {
+    make(
+        name,
+        dims,
+        dtype::INT32,
+        values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+}
+
+/// An INT64 tensor.
+pub fn from_i64(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
+    make(
+        name,
+        dims,
+        dtype::INT64,
+        values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )
+}
+
+/// Byte size of a tensor's payload as stored (raw or typed fields), for size reports.
+pub fn payload_bytes(t: &TensorProto) -> usize {
+    t.raw_data().len()
+        + t.float_data.len() * 4
+        + t.int32_data.len() * 4
+        + t.int64_data.len() * 8
+        + t.double_data.len() * 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_round_trip_through_raw_data() {
+        let t = from_f32("w", &[2, 2], &[1.0, -2.5, 0.0, 3.25]);
+        assert_eq!(to_f32(&t).unwrap(), vec![1.0, -2.5, 0.0, 3.25]);
+    }
+
+    #[test]
+    fn typed_fields_are_read() {
+        let t = TensorProto {
+            name: Some("a".into()),
+            dims: vec![3],
+            data_type: Some(dtype::INT64),
+            int64_data: vec![4, -5, 6],
+            ..Default::default()
+        };
+        assert_eq!(to_i64(&t).unwrap(), vec![4, -5, 6]);
+    }
+
+    #[test]
+    fn size_mismatch_is_reported() {
+        let mut t = from_f32("w", &[3], &[1.0, 2.0, 3.0]);
+        t.dims = vec![4];
+        let err = to_f32(&t).unwrap_err();
+        assert!(err.contains("`w`") && err.contains("4 elements"), "{err}");
+    }
+}

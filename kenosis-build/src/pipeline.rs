@@ -1,0 +1,216 @@
+//! One model from FP32 bytes to INT8 QDQ bytes: decode → normalize → plan → calibrate →
+//! choose parameters → rewrite → encode.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
+
+use kenosis_manifest::{ElementType, TensorInfo};
+use prost::Message;
+
+use crate::calibrate::{self, data::input_specs, CalibrationData};
+use crate::error::{Error, Result};
+use crate::graph::topological_order;
+use crate::onnx::{self, type_proto, ModelProto, ValueInfoProto};
+use crate::quantize::plan::{self, PlanOptions};
+use crate::quantize::rewrite::{self, Range, WeightOptions};
+use crate::report::Report;
+
+/// Options that determine the artifact (all of them enter the cache key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizeOptions {
+    /// Per-channel weight scales (default) or one scale per weight tensor.
+    pub per_channel: bool,
+    /// 7-bit weights for x86 CPUs without VNNI (see [`crate::quantize::params::WEIGHT_QMAX_REDUCED`]).
+    pub reduce_range: bool,
+    /// Number of synthetic samples when no calibration data is given.
+    pub synthetic_samples: usize,
+    /// Node names to keep in FP32.
+    pub keep_float: Vec<String>,
+}
+
+impl Default for QuantizeOptions {
+    fn default() -> Self {
+        Self {
+            per_channel: true,
+            reduce_range: cfg!(any(target_arch = "x86", target_arch = "x86_64")),
+            synthetic_samples: 16,
+            keep_float: Vec::new(),
+        }
+    }
+}
+
+/// Where calibration samples come from.
+#[derive(Debug, Clone)]
+pub enum Calibration {
+    /// `.npy` files in a folder (see [`calibrate::data::load_npy_dir`]).
+    NpyDir(std::path::PathBuf),
+    /// Samples already in memory.
+    Data(CalibrationData),
+    /// Deterministic synthetic inputs.
+    Synthetic,
+}
+
+/// The result of quantizing one model.
+#[derive(Debug, Clone)]
+pub struct Quantized {
+    /// The INT8 QDQ model, encoded.
+    pub bytes: Vec<u8>,
+    /// What was done (the `key` and `artifact_blake3` fields are filled here too).
+    pub report: Report,
+}
+
+/// Decodes an ONNX model, naming `path` in errors.
+///
+/// # Errors
+/// [`Error::InvalidModel`] for empty input, bytes that are not a `ModelProto`, or a model
+/// without a graph.
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
+    let invalid = |reason: String| Error::InvalidModel {
+        path: path.to_owned(),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(invalid("the file is empty".into()));
+    }
+    let model =
+        ModelProto::decode(bytes).map_err(|e| invalid(format!("protobuf decoding failed: {e}")))?;
+    if model.graph.is_none() || model.ir_version.is_none() {
+        return Err(invalid(
+            "no graph or IR version: this protobuf is not an ONNX ModelProto".into(),
+        ));
+    }
+    Ok(model)
+}
+
+/// Quantizes `model_bytes` (the FP32 model at `path`) to a static INT8 QDQ model.
+///
+/// # Errors
+/// Any [`Error`]: invalid or unsupported model, bad calibration data, ONNX Runtime failures.
+pub fn quantize(
+    path: &Path,
+    model_bytes: &[u8],
+    calibration: &Calibration,
+    options: &QuantizeOptions,
+) -> Result<Quantized> {
+    let started = Instant::now();
+    let unsupported = |reason: String| Error::Unsupported {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut model = decode(path, model_bytes)?;
+    let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
+    let graph = model.graph.as_ref().expect("normalized");
+    let specs = input_specs(graph);
+
+    let data = match calibration {
+        Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, &specs)?,
+        Calibration::Data(d) => d.clone(),
+        Calibration::Synthetic => {
+            calibrate::data::synthetic(&specs, options.synthetic_samples, path)?
+        }
+    };
+    if data.samples.is_empty() {
+        return Err(Error::Calibration {
+            path: path.to_owned(),
+            reason: "no calibration samples".into(),
+        });
+    }
+
+    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
+    let types = crate::types::infer_elem_types(graph, &order);
+    let plan_options = PlanOptions {
+        keep_float: options.keep_float.iter().cloned().collect(),
+    };
+    let plan = plan::plan(graph, &types, &plan_options);
+
+    let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
+    let stats = calibrate::session::observe_min_max(&model, &observed, &data, path)?;
+    let ranges: HashMap<String, Range> = stats
+        .into_iter()
+        .filter(|(_, s)| s.is_set())
+        .map(|(name, s)| {
+            (
+                name,
+                Range {
+                    min: s.min,
+                    max: s.max,
+                },
+            )
+        })
+        .collect();
+
+    let act = rewrite::activation_params(&plan, graph, &ranges);
+    let mut ops_quantized: BTreeMap<String, usize> = BTreeMap::new();
+    for &i in &plan.quantized_nodes {
+        *ops_quantized
+            .entry(graph.node[i].op_type().to_owned())
+            .or_default() += 1;
+    }
+    let weight_options = WeightOptions {
+        per_channel: options.per_channel,
+        reduce_range: options.reduce_range,
+    };
+    let graph = model.graph.as_mut().expect("normalized");
+    let rewrite_summary =
+        rewrite::rewrite(graph, &plan, &act, weight_options).map_err(unsupported)?;
+    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
+    let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
+        .into_iter()
+        .map(Some)
+        .collect();
+    graph.node = order
+        .into_iter()
+        .map(|i| nodes[i].take().expect("each once"))
+        .collect();
+    model.producer_name = Some("kenosis".into());
+    model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
+
+    let bytes = model.encode_to_vec();
+    let graph = model.graph.as_ref().expect("normalized");
+    let report = Report {
+        source: path.display().to_string(),
+        key: String::new(),
+        artifact_blake3: blake3::hash(&bytes).to_hex().to_string(),
+        normalize: normalized,
+        ops_quantized,
+        nodes_fp32: plan.float_nodes.clone(),
+        activations_absorbed: plan.absorbed.len(),
+        rewrite: rewrite_summary,
+        calibration_method: "minmax".into(),
+        calibration_samples: data.samples.len(),
+        calibration_synthetic: data.synthetic,
+        options: format!("{options:?}"),
+        size_fp32: model_bytes.len(),
+        size_int8: bytes.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        inputs: graph.input.iter().map(tensor_info).collect(),
+        outputs: graph.output.iter().map(tensor_info).collect(),
+    };
+    Ok(Quantized { bytes, report })
+}
+
+fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {
+    let (dtype, shape) = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => (
+            ElementType::from_onnx(t.elem_type()).unwrap_or(ElementType::F32),
+            t.shape.as_ref().map_or_else(Vec::new, |s| {
+                s.dim
+                    .iter()
+                    .map(|d| match d.value {
+                        Some(onnx::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => {
+                            Some(v)
+                        }
+                        _ => None,
+                    })
+                    .collect()
+            }),
+        ),
+        _ => (ElementType::F32, Vec::new()),
+    };
+    TensorInfo {
+        name: vi.name().to_owned(),
+        dtype,
+        shape,
+    }
+}

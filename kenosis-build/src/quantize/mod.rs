@@ -1,0 +1,6 @@
+//! Quantization proper: parameter math, weight quantization, placement plan, graph rewrite.
+
+pub mod params;
+pub mod plan;
+pub mod rewrite;
+pub mod weights;

@@ -1,0 +1,400 @@
+//! Where Q/DQ goes: a table from op type to placement rule, and the pass that turns it into
+//! the set of tensors to quantize.
+//!
+//! The placement mirrors what ONNX Runtime's QDQ transformers fuse
+//! (`onnxruntime/core/optimizer/qdq_transformer/selectors_actions`): a node fuses into its
+//! integer kernel when every data input comes from a DequantizeLinear and its output goes to
+//! exactly one QuantizeLinear. So each quantized tensor gets one Q→DQ pair and *all* its
+//! readers read the DQ output, a quantized node's output never has a float reader besides the
+//! Q, Relu/Clip after a quantized node sit before the Q (ORT's `ReluQuantFusion` /
+//! `ClipQuantFusion` then drop them), data-movement ops reuse their input's parameters (ORT's
+//! `DropQDQNodes` only drops pairs with equal scale and zero point), and graph outputs stay
+//! FP32.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::graph::GraphIndex;
+use crate::onnx::{attr, dtype, tensor, GraphProto, NodeProto};
+
+/// How one operator type is quantized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpRule {
+    /// Has a constant weight: input 0 and the output are quantized activations, input
+    /// `weight` becomes int8 (per-channel on the output-channel axis), input `bias` int32.
+    Weighted {
+        /// Index of the weight input.
+        weight: usize,
+        /// Index of the bias input, if the op has one.
+        bias: Option<usize>,
+    },
+    /// Has an integer (QLinear*) kernel in ONNX Runtime: float data inputs and output quantized.
+    QLinear,
+    /// Moves or selects data without arithmetic: the output reuses input 0's scale and zero
+    /// point, so ONNX Runtime runs it on uint8 directly.
+    ShareScale,
+    /// Relu/Clip: folded into the range of a quantized producer, otherwise left FP32.
+    Activation,
+    /// Everything else stays FP32.
+    Float,
+}
+
+/// The placement rule of a default-domain op type.
+pub fn rule_for(op_type: &str) -> OpRule {
+    match op_type {
+        "Conv" | "ConvTranspose" | "Gemm" => OpRule::Weighted {
+            weight: 1,
+            bias: Some(2),
+        },
+        "MatMul" => OpRule::Weighted {
+            weight: 1,
+            bias: None,
+        },
+        "Add" | "Mul" | "Concat" | "AveragePool" | "GlobalAveragePool" | "Sigmoid"
+        | "LeakyRelu" | "Softmax" => OpRule::QLinear,
+        "MaxPool" | "Reshape" | "Transpose" | "Flatten" | "Squeeze" | "Unsqueeze" | "Slice"
+        | "Gather" | "Resize" => OpRule::ShareScale,
+        "Relu" | "Clip" => OpRule::Activation,
+        _ => OpRule::Float,
+    }
+}
+
+/// Which inputs of a node carry quantizable data (not shapes, indices, axes or scales).
+fn data_inputs(node: &NodeProto, rule: OpRule) -> Vec<usize> {
+    match (rule, node.op_type()) {
+        (OpRule::Weighted { .. }, _) => vec![0],
+        (OpRule::QLinear, "Add" | "Mul" | "Concat") => (0..node.input.len()).collect(),
+        _ => vec![0],
+    }
+}
+
+/// Where a quantized tensor's range comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeSource {
+    /// Calibrated on the tensor itself.
+    Observed,
+    /// Calibrated on the tensor itself, then cut to a Clip/Relu's `[min, max]` that ORT will
+    /// drop (see [`super::params::ActivationParams::for_clipped_range`]).
+    Clipped {
+        /// Clip lower bound (0 for Relu).
+        min: f32,
+        /// Clip upper bound (+inf for Relu).
+        max: f32,
+    },
+    /// Same scale and zero point as another quantized tensor (data-movement op output).
+    SameAs(String),
+    /// A constant (initializer) data input: range from its own values.
+    Constant,
+}
+
+/// The weight (and bias) of one quantized weighted node.
+#[derive(Debug, Clone)]
+pub struct WeightPlan {
+    /// Index of the node in the graph.
+    pub node: usize,
+    /// Input slot of the weight.
+    pub weight_slot: usize,
+    /// Input slot of the bias, when present and a 1-D constant with one value per channel.
+    pub bias_slot: Option<usize>,
+    /// Output-channel axis of the weight for per-channel scales.
+    pub channel_axis: usize,
+}
+
+/// Why a node stays FP32, for the build report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FloatNode {
+    /// Node name.
+    pub name: String,
+    /// Op type.
+    pub op_type: String,
+    /// Short reason.
+    pub reason: String,
+}
+
+/// The complete placement decision for one graph.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Indices of nodes that will run quantized, in graph order.
+    pub quantized_nodes: Vec<usize>,
+    /// Weights to quantize, one per quantized weighted node.
+    pub weights: Vec<WeightPlan>,
+    /// Tensors that get Q/DQ (activations) or become quantized constants, with their range source.
+    pub tensors: BTreeMap<String, RangeSource>,
+    /// Relu/Clip nodes ORT will drop because a Q with a fitting range follows.
+    pub absorbed: Vec<usize>,
+    /// Nodes left in FP32 and why.
+    pub float_nodes: Vec<FloatNode>,
+}
+
+impl Plan {
+    /// Tensors whose range must be calibrated (observed or clipped activations).
+    pub fn observed_tensors(&self) -> impl Iterator<Item = &str> {
+        self.tensors
+            .iter()
+            .filter(|(_, s)| matches!(s, RangeSource::Observed | RangeSource::Clipped { .. }))
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+/// Options that change placement.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Node names to keep in FP32 whatever their rule.
+    pub keep_float: HashSet<String>,
+}
+
+/// Decides placement for `graph` (normalized, topologically sorted).
+pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOptions) -> Plan {
+    let index = GraphIndex::new(graph);
+    let is_float = |t: &str| types.get(t) == Some(&dtype::FLOAT);
+    let mut plan = Plan::default();
+    let float = |plan: &mut Plan, node: &NodeProto, reason: &str| {
+        plan.float_nodes.push(FloatNode {
+            name: node.name().into(),
+            op_type: node.op_type().into(),
+            reason: reason.into(),
+        })
+    };
+
+    // 1. Candidates and their rules.
+    let mut rules: HashMap<usize, OpRule> = HashMap::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        let rule = if crate::onnx::is_default_domain(node.domain()) {
+            rule_for(node.op_type())
+        } else {
+            OpRule::Float
+        };
+        if options.keep_float.contains(node.name()) {
+            if rule != OpRule::Float {
+                float(&mut plan, node, "kept in FP32 by request");
+            }
+            continue;
+        }
+        match rule {
+            OpRule::Float => {
+                if !crate::onnx::is_default_domain(node.domain()) {
+                    float(&mut plan, node, "custom-domain op");
+                }
+            }
+            OpRule::Activation => {}
+            OpRule::Weighted { .. } => match weight_plan(graph, &index, i, node, &is_float) {
+                Ok(w) => {
+                    rules.insert(i, rule);
+                    plan.weights.push(w);
+                }
+                Err(reason) => float(&mut plan, node, &reason),
+            },
+            _ => {
+                let inputs = data_inputs(node, rule);
+                let all_float = inputs.iter().all(|&k| {
+                    node.input
+                        .get(k)
+                        .is_some_and(|t| !t.is_empty() && is_float(t))
+                });
+                if all_float && node.output.first().is_some_and(|o| is_float(o)) {
+                    rules.insert(i, rule);
+                }
+            }
+        }
+    }
+
+    // 2. The tensor each candidate's Q goes on: after a Relu/Clip that is its only reader.
+    let quantized_output = |i: usize| -> (String, Option<(usize, RangeSource)>) {
+        let out = graph.node[i].output[0].clone();
+        if index.outputs.contains(&out) {
+            return (out, None);
+        }
+        if let [only] = index.consumers_of(&out) {
+            let act = &graph.node[*only];
+            if let Some(range) = absorbable(graph, &index, act) {
+                if !options.keep_float.contains(act.name()) {
+                    return (act.output[0].clone(), Some((*only, range)));
+                }
+            }
+        }
+        (out, None)
+    };
+
+    // 3. Drop non-weighted candidates whose output no kept candidate reads: quantizing
+    //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint.
+    loop {
+        let kept: Vec<usize> = rules.keys().copied().collect();
+        let mut changed = false;
+        for i in kept {
+            if matches!(rules[&i], OpRule::Weighted { .. }) {
+                continue;
+            }
+            let (out, _) = quantized_output(i);
+            let read_by_kept = index.consumers_of(&out).iter().any(|&c| {
+                rules.get(&c).is_some_and(|&r| {
+                    data_inputs(&graph.node[c], r)
+                        .iter()
+                        .any(|&k| graph.node[c].input.get(k) == Some(&out))
+                })
+            });
+            if !read_by_kept || index.outputs.contains(&out) {
+                rules.remove(&i);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    plan.weights.retain(|w| rules.contains_key(&w.node));
+
+    // 4. Tensors: every data input and the (post-activation) output of each kept node.
+    let mut order: Vec<usize> = rules.keys().copied().collect();
+    order.sort_unstable();
+    for &i in &order {
+        let node = &graph.node[i];
+        let rule = rules[&i];
+        for k in data_inputs(node, rule) {
+            let t = &node.input[k];
+            let source = if index.is_initializer(t) {
+                RangeSource::Constant
+            } else {
+                RangeSource::Observed
+            };
+            plan.tensors.entry(t.clone()).or_insert(source);
+        }
+        let (out, absorbed) = quantized_output(i);
+        if index.outputs.contains(&out) {
+            continue;
+        }
+        let source = match (rule, absorbed) {
+            (OpRule::ShareScale, _) => RangeSource::SameAs(node.input[0].clone()),
+            (_, Some((act, range))) => {
+                plan.absorbed.push(act);
+                range
+            }
+            _ => RangeSource::Observed,
+        };
+        // An output wins over an earlier "input" entry: it knows its absorbed Clip range.
+        plan.tensors.insert(out, source);
+    }
+    plan.quantized_nodes = order;
+    for (i, node) in graph.node.iter().enumerate() {
+        let rule = if crate::onnx::is_default_domain(node.domain()) {
+            rule_for(node.op_type())
+        } else {
+            OpRule::Float
+        };
+        if !rules.contains_key(&i)
+            && matches!(rule, OpRule::QLinear | OpRule::ShareScale)
+            && !options.keep_float.contains(node.name())
+        {
+            float(
+                &mut plan,
+                node,
+                "no quantized neighbour: an integer kernel would gain nothing",
+            );
+        }
+    }
+    plan
+}
+
+/// If `act` is a Relu, or a Clip with constant bounds, the range ORT can absorb it into.
+fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option<RangeSource> {
+    if !crate::onnx::is_default_domain(act.domain()) {
+        return None;
+    }
+    match act.op_type() {
+        "Relu" => Some(RangeSource::Clipped {
+            min: 0.0,
+            max: f32::INFINITY,
+        }),
+        "Clip" => {
+            let bound = |k: usize, default: f32| -> Option<f32> {
+                match act.input.get(k).filter(|n| !n.is_empty()) {
+                    None => Some(default),
+                    Some(n) => {
+                        let t = &graph.initializer[*index.initializer.get(n)?];
+                        tensor::to_f32(t)
+                            .ok()
+                            .filter(|v| v.len() == 1)
+                            .map(|v| v[0])
+                    }
+                }
+            };
+            let (min, max) = (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?);
+            // ORT can only drop a Clip whose lower bound is at or below 0 (uint8 zp = 0 case).
+            (min <= 0.0).then_some(RangeSource::Clipped { min, max })
+        }
+        _ => None,
+    }
+}
+
+fn weight_plan(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    i: usize,
+    node: &NodeProto,
+    is_float: &dyn Fn(&str) -> bool,
+) -> Result<WeightPlan, String> {
+    let input = node
+        .input
+        .first()
+        .filter(|t| !t.is_empty())
+        .ok_or("no data input")?;
+    if !is_float(input) || !node.output.first().is_some_and(|o| is_float(o)) {
+        return Err("not a float op".into());
+    }
+    let w_name = node.input.get(1).ok_or("no weight input")?;
+    let w = index
+        .initializer
+        .get(w_name)
+        .map(|&k| &graph.initializer[k])
+        .ok_or("weight is not a constant initializer")?;
+    if w.data_type() != dtype::FLOAT {
+        return Err("weight is not float".into());
+    }
+    let rank = w.dims.len();
+    let channel_axis = match node.op_type() {
+        "Conv" if rank >= 3 => 0,
+        "ConvTranspose" if rank >= 3 => {
+            if attr::int(node, "group", 1) != 1 {
+                return Err("grouped ConvTranspose".into());
+            }
+            1
+        }
+        "Gemm" if rank == 2 => {
+            if attr::int(node, "transA", 0) != 0 {
+                return Err("Gemm with transA".into());
+            }
+            if attr::int(node, "transB", 0) == 1 {
+                0
+            } else {
+                1
+            }
+        }
+        "MatMul" if rank == 2 => 1,
+        _ => {
+            return Err(format!(
+                "weight of rank {rank} is not supported for {}",
+                node.op_type()
+            ))
+        }
+    };
+    let channels = w.dims[channel_axis];
+    let bias_slot = match node.input.get(2).filter(|b| !b.is_empty()) {
+        None => None,
+        Some(b) => {
+            let t = index.initializer.get(b).map(|&k| &graph.initializer[k]);
+            match t {
+                Some(t) if t.data_type() == dtype::FLOAT && t.dims == [channels] => Some(2),
+                // A broadcast or computed bias stays FP32; the op still quantizes.
+                _ => {
+                    return Err(
+                        "bias is not a constant vector with one value per output channel".into(),
+                    )
+                }
+            }
+        }
+    };
+    Ok(WeightPlan {
+        node: i,
+        weight_slot: 1,
+        bias_slot,
+        channel_axis,
+    })
+}

@@ -1,0 +1,303 @@
+//! Inserting QuantizeLinear/DequantizeLinear nodes and quantized initializers.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::params::{self, ActivationParams};
+use super::plan::{Plan, RangeSource};
+use super::weights;
+use crate::graph::{GraphIndex, NameGen};
+use crate::onnx::{attr, make_node, tensor, GraphProto};
+
+/// Real-valued range of a tensor, as chosen by calibration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    /// Lower end.
+    pub min: f32,
+    /// Upper end.
+    pub max: f32,
+}
+
+/// Weight options that change the rewrite.
+#[derive(Debug, Clone, Copy)]
+pub struct WeightOptions {
+    /// Per-channel scales along the output-channel axis (else one scale per tensor).
+    pub per_channel: bool,
+    /// 7-bit weights (`[-64, 64]`), see [`params::WEIGHT_QMAX_REDUCED`].
+    pub reduce_range: bool,
+}
+
+/// Counts of what the rewrite did, for the build report.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RewriteSummary {
+    /// Q/DQ pairs inserted on activations.
+    pub activation_qdq: usize,
+    /// Weights turned into int8.
+    pub weights_quantized: usize,
+    /// Biases turned into int32.
+    pub biases_quantized: usize,
+}
+
+/// Scale/zero-point initializer names and values of one quantized tensor.
+#[derive(Debug, Clone)]
+struct QParams {
+    scale_name: String,
+    zp_name: String,
+    params: ActivationParams,
+}
+
+/// Resolves the quantization parameters of every planned activation from the calibrated
+/// `ranges` (tensors without a calibrated range and without a SameAs source are skipped).
+pub fn activation_params(
+    plan: &Plan,
+    graph: &GraphProto,
+    ranges: &HashMap<String, Range>,
+) -> BTreeMap<String, ActivationParams> {
+    let index = GraphIndex::new(graph);
+    let mut out = BTreeMap::new();
+    fn resolve(
+        name: &str,
+        plan: &Plan,
+        graph: &GraphProto,
+        index: &GraphIndex,
+        ranges: &HashMap<String, Range>,
+        out: &mut BTreeMap<String, ActivationParams>,
+        depth: usize,
+    ) -> Option<ActivationParams> {
+        if let Some(p) = out.get(name) {
+            return Some(*p);
+        }
+        let p = match plan.tensors.get(name)? {
+            RangeSource::Observed => ranges
+                .get(name)
+                .map(|r| ActivationParams::from_range(r.min, r.max))?,
+            RangeSource::Clipped { min, max } => ranges
+                .get(name)
+                .map(|r| ActivationParams::for_clipped_range(r.min, r.max, *min, *max))?,
+            RangeSource::SameAs(src) if depth < 64 => {
+                resolve(src, plan, graph, index, ranges, out, depth + 1)?
+            }
+            RangeSource::SameAs(_) => return None,
+            RangeSource::Constant => {
+                let values =
+                    tensor::to_f32(&graph.initializer[*index.initializer.get(name)?]).ok()?;
+                let (min, max) = values
+                    .iter()
+                    .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+                ActivationParams::from_range(min, max)
+            }
+        };
+        out.insert(name.to_owned(), p);
+        Some(p)
+    }
+    for name in plan.tensors.keys() {
+        resolve(name, plan, graph, &index, ranges, &mut out, 0);
+    }
+    out
+}
+
+/// Rewrites `graph` into QDQ form following `plan`, with activation parameters `act`.
+///
+/// # Errors
+/// When a planned weight or bias payload cannot be read.
+pub fn rewrite(
+    graph: &mut GraphProto,
+    plan: &Plan,
+    act: &BTreeMap<String, ActivationParams>,
+    options: WeightOptions,
+) -> Result<RewriteSummary, String> {
+    let index = GraphIndex::new(graph);
+    let mut names = NameGen::new(graph);
+    let mut summary = RewriteSummary::default();
+    let mut new_nodes = Vec::new();
+    let mut new_inits = Vec::new();
+
+    // Scale/zero-point initializers, shared by tensors with identical parameters so that ORT
+    // sees data-movement ops' Q and DQ as equal.
+    let mut qparams: BTreeMap<String, QParams> = BTreeMap::new();
+    let mut by_value: HashMap<(u32, u8), (String, String)> = HashMap::new();
+    for (name, p) in act {
+        let (scale_name, zp_name) = by_value
+            .entry((p.scale.to_bits(), p.zero_point))
+            .or_insert_with(|| {
+                let s = names.fresh(&format!("{name}_scale"));
+                let z = names.fresh(&format!("{name}_zero_point"));
+                new_inits.push(tensor::from_f32(&s, &[], &[p.scale]));
+                new_inits.push(tensor::from_u8(&z, &[], &[p.zero_point]));
+                (s, z)
+            })
+            .clone();
+        qparams.insert(
+            name.clone(),
+            QParams {
+                scale_name,
+                zp_name,
+                params: *p,
+            },
+        );
+    }
+
+    // Weights and biases.
+    for wp in &plan.weights {
+        let node = graph.node[wp.node].clone();
+        let Some(x) = qparams.get(&node.input[0]) else {
+            continue;
+        };
+        let w_name = &node.input[wp.weight_slot];
+        let w_t = &graph.initializer[index.initializer[w_name]];
+        let w_values = tensor::to_f32(w_t)?;
+        let dims = w_t.dims.clone();
+        let axis = options.per_channel.then_some(wp.channel_axis);
+        let gemm_beta = if node.op_type() == "Gemm" {
+            attr::float(&node, "beta", 1.0)
+        } else {
+            1.0
+        };
+        let bias = match wp.bias_slot {
+            Some(slot) => {
+                let b = tensor::to_f32(&graph.initializer[index.initializer[&node.input[slot]]])?;
+                Some(b.into_iter().map(|v| v * gemm_beta).collect::<Vec<f32>>())
+            }
+            None => None,
+        };
+        // Per-channel bias headroom (per-tensor: the largest bias decides).
+        let min_scales: Option<Vec<f32>> = bias.as_ref().map(|b| match axis {
+            Some(_) => b
+                .iter()
+                .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
+                .collect(),
+            None => vec![b
+                .iter()
+                .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
+                .fold(0.0, f32::max)],
+        });
+        let q = weights::quantize(
+            &w_values,
+            &dims,
+            axis,
+            options.reduce_range,
+            min_scales.as_deref(),
+        );
+        let base = names.fresh(&format!("{}_{w_name}", node.name()));
+        let (codes, scale, zp) = (
+            format!("{base}_quantized"),
+            format!("{base}_scale"),
+            format!("{base}_zero_point"),
+        );
+        let scale_dims: Vec<i64> = if axis.is_some() {
+            vec![q.scales.len() as i64]
+        } else {
+            vec![]
+        };
+        new_inits.push(tensor::from_i8(&codes, &dims, &q.codes));
+        new_inits.push(tensor::from_f32(&scale, &scale_dims, &q.scales));
+        new_inits.push(tensor::from_i8(&zp, &scale_dims, &vec![0; q.scales.len()]));
+        let deq = format!("{base}_dequantized");
+        let mut dq_attrs = vec![];
+        if let Some(a) = axis {
+            dq_attrs.push(attr::make_int("axis", a as i64));
+        }
+        new_nodes.push(make_node(
+            "DequantizeLinear",
+            format!("{base}_DequantizeLinear"),
+            vec![codes, scale, zp],
+            vec![deq.clone()],
+            dq_attrs.clone(),
+        ));
+        graph.node[wp.node].input[wp.weight_slot] = deq;
+        summary.weights_quantized += 1;
+
+        if let (Some(slot), Some(b)) = (wp.bias_slot, bias) {
+            let b_scales: Vec<f64> = (0..b.len())
+                .map(|c| {
+                    params::bias_scale(x.params.scale, q.scales[if axis.is_some() { c } else { 0 }])
+                })
+                .collect();
+            let b_codes: Vec<i32> = b
+                .iter()
+                .zip(&b_scales)
+                .map(|(&v, &s)| params::quantize_bias(v, s))
+                .collect();
+            let b_base = names.fresh(&format!("{}_{}", node.name(), node.input[slot]));
+            let (codes, scale, zp) = (
+                format!("{b_base}_quantized"),
+                format!("{b_base}_scale"),
+                format!("{b_base}_zero_point"),
+            );
+            let n = b.len() as i64;
+            new_inits.push(tensor::from_i32(&codes, &[n], &b_codes));
+            new_inits.push(tensor::from_f32(
+                &scale,
+                &[n],
+                &b_scales.iter().map(|&s| s as f32).collect::<Vec<_>>(),
+            ));
+            new_inits.push(tensor::from_i32(&zp, &[n], &vec![0; b.len()]));
+            let deq = format!("{b_base}_dequantized");
+            new_nodes.push(make_node(
+                "DequantizeLinear",
+                format!("{b_base}_DequantizeLinear"),
+                vec![codes, scale, zp],
+                vec![deq.clone()],
+                vec![attr::make_int("axis", 0)],
+            ));
+            graph.node[wp.node].input[slot] = deq;
+            if gemm_beta != 1.0 {
+                // beta is folded into the int32 bias above.
+                attr::set(&mut graph.node[wp.node], attr::make_float("beta", 1.0));
+            }
+            summary.biases_quantized += 1;
+        }
+    }
+
+    // Activations and constant data inputs.
+    for (name, q) in &qparams {
+        if let Some(&k) = index.initializer.get(name) {
+            // Constant operand of a quantized op: stored quantized, read through a DQ by the
+            // quantized readers only (float readers keep the float initializer).
+            let values = tensor::to_f32(&graph.initializer[k])?;
+            let dims = graph.initializer[k].dims.clone();
+            let codes: Vec<u8> = values.iter().map(|&v| q.params.quantize(v)).collect();
+            let c = names.fresh(&format!("{name}_quantized"));
+            let deq = names.fresh(&format!("{name}_dequantized"));
+            new_inits.push(tensor::from_u8(&c, &dims, &codes));
+            new_nodes.push(make_node(
+                "DequantizeLinear",
+                names.fresh(&format!("{name}_DequantizeLinear")),
+                vec![c, q.scale_name.clone(), q.zp_name.clone()],
+                vec![deq.clone()],
+                vec![],
+            ));
+            for &i in &plan.quantized_nodes {
+                for inp in graph.node[i].input.iter_mut().filter(|t| *t == name) {
+                    *inp = deq.clone();
+                }
+            }
+            continue;
+        }
+        let quantized = names.fresh(&format!("{name}_QuantizeLinear_Output"));
+        let deq = names.fresh(&format!("{name}_DequantizeLinear_Output"));
+        for &c in index.consumers_of(name) {
+            for inp in graph.node[c].input.iter_mut().filter(|t| *t == name) {
+                *inp = deq.clone();
+            }
+        }
+        new_nodes.push(make_node(
+            "QuantizeLinear",
+            names.fresh(&format!("{name}_QuantizeLinear")),
+            vec![name.clone(), q.scale_name.clone(), q.zp_name.clone()],
+            vec![quantized.clone()],
+            vec![],
+        ));
+        new_nodes.push(make_node(
+            "DequantizeLinear",
+            names.fresh(&format!("{name}_DequantizeLinear")),
+            vec![quantized, q.scale_name.clone(), q.zp_name.clone()],
+            vec![deq],
+            vec![],
+        ));
+        summary.activation_qdq += 1;
+    }
+    graph.node.extend(new_nodes);
+    graph.initializer.extend(new_inits);
+    crate::normalize::prune_unused_initializers(graph);
+    Ok(summary)
+}

@@ -1,0 +1,113 @@
+//! Symmetric int8 weight quantization, per-channel or per-tensor.
+
+use super::params;
+
+/// An int8 weight tensor with its scales.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedWeight {
+    /// Codes in the original layout (row-major, same dims as the float weight).
+    pub codes: Vec<i8>,
+    /// One scale per channel along the quantization axis, or one scale for per-tensor.
+    pub scales: Vec<f32>,
+}
+
+/// Largest magnitude of `values` per slice along `axis` of a row-major tensor with `dims`
+/// (`axis = None`: one value for the whole tensor).
+pub fn abs_max_per_channel(values: &[f32], dims: &[i64], axis: Option<usize>) -> Vec<f64> {
+    let Some(axis) = axis else {
+        return vec![values.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())))];
+    };
+    let channels = dims[axis] as usize;
+    let inner: usize = dims[axis + 1..].iter().product::<i64>() as usize;
+    let mut out = vec![0f64; channels];
+    for (k, v) in values.iter().enumerate() {
+        let c = (k / inner) % channels;
+        out[c] = out[c].max(f64::from(v.abs()));
+    }
+    out
+}
+
+/// Quantizes `values` with the given per-channel (or single) `scales` along `axis`.
+pub fn quantize_with_scales(
+    values: &[f32],
+    dims: &[i64],
+    axis: Option<usize>,
+    scales: &[f32],
+    reduce_range: bool,
+) -> Vec<i8> {
+    let (channels, inner) = match axis {
+        Some(a) => (
+            dims[a] as usize,
+            dims[a + 1..].iter().product::<i64>() as usize,
+        ),
+        None => (1, values.len().max(1)),
+    };
+    values
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| params::quantize_weight(v, scales[(k / inner) % channels], reduce_range))
+        .collect()
+}
+
+/// Quantizes a float weight symmetrically to int8: per channel along `axis` (ONNX
+/// DequantizeLinear-13 `axis` semantics) or per tensor when `axis` is `None`.
+/// `min_scales` raises individual channel scales (bias headroom), when given.
+pub fn quantize(
+    values: &[f32],
+    dims: &[i64],
+    axis: Option<usize>,
+    reduce_range: bool,
+    min_scales: Option<&[f32]>,
+) -> QuantizedWeight {
+    let mut scales: Vec<f32> = abs_max_per_channel(values, dims, axis)
+        .into_iter()
+        .map(|m| params::weight_scale(m, reduce_range))
+        .collect();
+    if let Some(mins) = min_scales {
+        for (s, &m) in scales.iter_mut().zip(mins) {
+            *s = s.max(m);
+        }
+    }
+    let codes = quantize_with_scales(values, dims, axis, &scales, reduce_range);
+    QuantizedWeight { codes, scales }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_channel_scales_follow_each_output_channel() {
+        // Conv weight [2, 1, 1, 2]: channel 0 small, channel 1 large.
+        let w = [0.01f32, -0.02, 1.0, -2.0];
+        let q = quantize(&w, &[2, 1, 1, 2], Some(0), false, None);
+        assert_eq!(
+            q.scales,
+            vec![(0.02f64 / 127.0) as f32, (2.0f64 / 127.0) as f32]
+        );
+        assert_eq!(q.codes, vec![64, -127, 64, -127]);
+        let per_tensor = quantize(&w, &[2, 1, 1, 2], None, false, None);
+        assert_eq!(per_tensor.scales.len(), 1);
+        assert_eq!(
+            &per_tensor.codes[..2],
+            &[1, -1],
+            "per-tensor loses the small channel"
+        );
+    }
+
+    #[test]
+    fn axis_one_for_matmul_weights() {
+        // MatMul B [K=2, N=3]: per-channel along N (axis 1).
+        let b = [1.0f32, 0.1, -4.0, -0.5, 0.2, 2.0];
+        let q = quantize(&b, &[2, 3], Some(1), true, None);
+        assert_eq!(
+            q.scales,
+            vec![
+                (1.0f64 / 64.0) as f32,
+                (0.2f64 / 64.0) as f32,
+                (4.0f64 / 64.0) as f32
+            ]
+        );
+        assert_eq!(q.codes, vec![64, 32, -64, -32, 64, 32]);
+    }
+}

@@ -1,0 +1,74 @@
+//! The per-model quantization report: written as JSON next to each artifact and into the
+//! cache, summarized in one `cargo:warning` line.
+
+use std::collections::BTreeMap;
+
+use kenosis_manifest::TensorInfo;
+use serde::{Deserialize, Serialize};
+
+use crate::normalize::NormalizeSummary;
+use crate::quantize::plan::FloatNode;
+use crate::quantize::rewrite::RewriteSummary;
+
+/// What was done to one model and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The FP32 model path as given to the build.
+    pub source: String,
+    /// Cache key (BLAKE3 of model, calibration data, options and tool versions).
+    pub key: String,
+    /// BLAKE3 of the INT8 artifact bytes (the cache's integrity check).
+    pub artifact_blake3: String,
+    /// Normalization steps applied.
+    pub normalize: NormalizeSummary,
+    /// Quantized nodes per op type.
+    pub ops_quantized: BTreeMap<String, usize>,
+    /// Nodes with a quantizable op type left FP32, and why.
+    pub nodes_fp32: Vec<FloatNode>,
+    /// Relu/Clip nodes folded into their producer's quantized range.
+    pub activations_absorbed: usize,
+    /// Q/DQ, weight and bias counts.
+    pub rewrite: RewriteSummary,
+    /// Calibration method, e.g. `minmax`.
+    pub calibration_method: String,
+    /// Number of calibration samples run.
+    pub calibration_samples: usize,
+    /// True when no calibration data was given and synthetic inputs were used.
+    pub calibration_synthetic: bool,
+    /// Options the artifact was built with, as text.
+    pub options: String,
+    /// FP32 model size in bytes.
+    pub size_fp32: usize,
+    /// INT8 artifact size in bytes.
+    pub size_int8: usize,
+    /// Wall time spent quantizing, in seconds.
+    pub seconds: f64,
+    /// Graph inputs of the artifact.
+    pub inputs: Vec<TensorInfo>,
+    /// Graph outputs of the artifact.
+    pub outputs: Vec<TensorInfo>,
+}
+
+impl Report {
+    /// The one-line summary printed as a cargo warning when a model is (re)quantized.
+    pub fn summary_line(&self) -> String {
+        let total: usize = self.ops_quantized.values().sum();
+        let per_op: Vec<String> = self
+            .ops_quantized
+            .iter()
+            .map(|(op, n)| format!("{n} {op}"))
+            .collect();
+        format!(
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}); {:.1} s",
+            self.source,
+            per_op.join(", "),
+            self.nodes_fp32.len(),
+            self.size_fp32 as f64 / 1e6,
+            self.size_int8 as f64 / 1e6,
+            self.calibration_samples,
+            if self.calibration_synthetic { "synthetic" } else { "real" },
+            self.calibration_method,
+            self.seconds,
+        )
+    }
+}
