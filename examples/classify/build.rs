@@ -42,10 +42,12 @@ fn write_calibration_tensors(images: &Path, out: &Path) -> Result<(), String> {
     let entries =
         fs::read_dir(images).map_err(|e| format!("cannot read {}: {e}", images.display()))?;
     for entry in entries {
-        let path = entry.map_err(|e| format!("cannot read {}: {e}", images.display()))?.path();
-        let is_jpeg = path.extension().is_some_and(|ext| {
-            ext.eq_ignore_ascii_case("jpg") || ext.eq_ignore_ascii_case("jpeg")
-        });
+        let path = entry
+            .map_err(|e| format!("cannot read {}: {e}", images.display()))?
+            .path();
+        let is_jpeg = path
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("jpg") || ext.eq_ignore_ascii_case("jpeg"));
         if is_jpeg {
             jpegs.push(path);
         }
@@ -66,18 +68,24 @@ fn write_calibration_tensors(images: &Path, out: &Path) -> Result<(), String> {
             .write_npy(&mut npy)
             .map_err(|e| format!("cannot encode {} as .npy: {e}", jpeg.display()))?;
 
-        let mut name = OsString::from(jpeg.file_stem().expect("a file with an extension has a stem"));
+        let mut name = OsString::from(
+            jpeg.file_stem()
+                .expect("a file with an extension has a stem"),
+        );
         name.push(".npy");
         let target = out.join(&name);
         if fs::read(&target).ok().as_deref() != Some(npy.as_slice()) {
-            fs::write(&target, &npy).map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+            fs::write(&target, &npy)
+                .map_err(|e| format!("cannot write {}: {e}", target.display()))?;
         }
         wanted.insert(name);
     }
 
     // An image removed from calib-images must not linger in the calibration set.
     for entry in fs::read_dir(out).map_err(|e| format!("cannot read {}: {e}", out.display()))? {
-        let path = entry.map_err(|e| format!("cannot read {}: {e}", out.display()))?.path();
+        let path = entry
+            .map_err(|e| format!("cannot read {}: {e}", out.display()))?
+            .path();
         let stale = path.extension().is_some_and(|ext| ext == "npy")
             && !path.file_name().is_some_and(|name| wanted.contains(name));
         if stale {

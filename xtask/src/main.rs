@@ -16,7 +16,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", bin_name = "cargo xtask", about = "Developer tasks for Kenosis")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Developer tasks for Kenosis"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

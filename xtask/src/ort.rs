@@ -77,7 +77,9 @@ pub fn ensure(lib_dir: &Path) -> Result<OrtEnv> {
         return Ok(OrtEnv::Unmanaged);
     }
     install(lib_dir)?;
-    Ok(OrtEnv::Managed { lib_dir: lib_dir.to_path_buf() })
+    Ok(OrtEnv::Managed {
+        lib_dir: lib_dir.to_path_buf(),
+    })
 }
 
 /// Makes sure `lib_dir/libonnxruntime.so.<version>` and its symlinks exist.
@@ -118,11 +120,18 @@ fn install(lib_dir: &Path) -> Result<()> {
         Err(_) if lib_dir.join(LIB_FILE).is_file() => {}
         Err(err) => {
             return Err(err).with_context(|| {
-                format!("moving {} to {}", staging.path().display(), lib_dir.display())
+                format!(
+                    "moving {} to {}",
+                    staging.path().display(),
+                    lib_dir.display()
+                )
             })
         }
     }
-    eprintln!("xtask: ONNX Runtime {ORT_VERSION} installed in {}", lib_dir.display());
+    eprintln!(
+        "xtask: ONNX Runtime {ORT_VERSION} installed in {}",
+        lib_dir.display()
+    );
     Ok(())
 }
 
@@ -131,7 +140,12 @@ fn pip_download(dest: &Path) -> Result<PathBuf> {
     const NO_PYTHON_HINT: &str = "install Python 3 with pip (e.g. `apt-get install python3-pip`), \
         or set ORT_LIB_PATH to a directory containing libonnxruntime.so (ONNX Runtime 1.31.1)";
 
-    match Command::new("python3").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status() {
+    match Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
         Ok(status) if status.success() => {}
         Ok(status) => bail!("`python3 --version` failed ({status}); {NO_PYTHON_HINT}"),
         Err(err) if err.kind() == io::ErrorKind::NotFound => bail!(
@@ -160,7 +174,12 @@ fn pip_download(dest: &Path) -> Result<PathBuf> {
     let output = Command::new("python3")
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
         .args(["--disable-pip-version-check", "--no-input", "--quiet"])
-        .args(["--platform", "manylinux_2_28_x86_64", "--implementation", "cp"])
+        .args([
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--implementation",
+            "cp",
+        ])
         .args(["--python-version", "3.11", "--abi", "cp311"])
         .arg(format!("onnxruntime=={ORT_VERSION}"))
         .arg("--dest")
@@ -204,7 +223,8 @@ fn extract_library(wheel: &Path, dest: &Path) -> Result<()> {
     let mut out = fs::File::create(dest).with_context(|| format!("creating {}", dest.display()))?;
     io::copy(&mut member, &mut out)
         .with_context(|| format!("extracting {WHEEL_MEMBER} from {}", wheel.display()))?;
-    out.sync_all().with_context(|| format!("writing {}", dest.display()))?;
+    out.sync_all()
+        .with_context(|| format!("writing {}", dest.display()))?;
     set_executable(dest)
 }
 

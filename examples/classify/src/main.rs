@@ -25,8 +25,8 @@ static FP32: EmbeddedModel = EmbeddedModel::from_static_bytes(
 /// ImageNet class names, one per line in class-index order: `n01440764 tench, Tinca tinca`.
 const SYNSET_WORDS: &str = include_str!("../data/synset_words.txt");
 
-const DEFAULT_IMAGE_NAME: &str = "images/n07753592_banana.JPEG (built in)";
-const DEFAULT_IMAGE: &[u8] = include_bytes!("../images/n07753592_banana.JPEG");
+const DEFAULT_IMAGE_NAME: &str = "images/n07873807_pizza.JPEG (built in)";
+const DEFAULT_IMAGE: &[u8] = include_bytes!("../images/n07873807_pizza.JPEG");
 
 /// Timed runs per model, after one warm-up run each.
 const RUNS: usize = 20;
@@ -86,7 +86,10 @@ fn run() -> Result<()> {
     println!("image: {image_name}\n");
     let int8_top = top_k(&int8_probs, TOP_K);
     let fp32_top = top_k(&fp32_probs, TOP_K);
-    println!("     {:<36} {:<36}", "INT8 (Kenosis, embedded)", "FP32 (original)");
+    println!(
+        "     {:<36}  {}",
+        "INT8 (Kenosis, embedded)", "FP32 (original)"
+    );
     for (rank, (&(qi, qp), &(fi, fp))) in int8_top.iter().zip(&fp32_top).enumerate() {
         println!(
             "{:>2}.  {:<28} {:>6.2}%  {:<28} {:>6.2}%",
@@ -116,7 +119,11 @@ fn run() -> Result<()> {
         fp32_ms,
         fp32_ms / int8_ms
     );
-    let agree = if int8_top[0].0 == fp32_top[0].0 { "yes" } else { "NO" };
+    let agree = if int8_top[0].0 == fp32_top[0].0 {
+        "yes"
+    } else {
+        "NO"
+    };
     println!("{:<26} {agree}", "top-1 agrees");
     Ok(())
 }
@@ -159,7 +166,10 @@ fn labels() -> Result<Vec<&'static str>> {
         .map(|line| line.split_once(' ').map_or(line, |(_, name)| name))
         .collect();
     if labels.len() != 1000 {
-        bail!("data/synset_words.txt has {} lines, expected 1000", labels.len());
+        bail!(
+            "data/synset_words.txt has {} lines, expected 1000",
+            labels.len()
+        );
     }
     Ok(labels)
 }
@@ -192,5 +202,76 @@ fn truncate(s: &str, max: usize) -> String {
         let mut cut: String = s.chars().take(max - 1).collect();
         cut.push('…');
         cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preprocess_224_jpeg() {
+        let x = preprocess::preprocess(DEFAULT_IMAGE).unwrap();
+        assert_eq!(x.shape(), [3, 224, 224]);
+        assert!(x.is_standard_layout());
+        assert!(x.iter().all(|&v| (-127.0 / 128.0..=1.0).contains(&v)));
+    }
+
+    #[test]
+    fn preprocess_resizes_and_centre_crops() {
+        // 300x200: a red band on the left 30 columns, blue elsewhere. Scaled to 336x224 and
+        // centre-cropped to columns 56..280, the band (columns 0..~34) is cut away.
+        let img = image::RgbImage::from_fn(300, 200, |x, _| {
+            if x < 30 {
+                image::Rgb([255, 0, 0])
+            } else {
+                image::Rgb([0, 0, 255])
+            }
+        });
+        let mut jpeg = Vec::new();
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(
+                &mut std::io::Cursor::new(&mut jpeg),
+                image::ImageFormat::Jpeg,
+            )
+            .unwrap();
+        let x = preprocess::preprocess(&jpeg).unwrap();
+        assert_eq!(x.shape(), [3, 224, 224]);
+        let mean = |c: usize| x.index_axis(Axis(0), c).mean().unwrap();
+        assert!(mean(0) < -0.8, "red channel mean {}", mean(0));
+        assert!(mean(2) > 0.8, "blue channel mean {}", mean(2));
+    }
+
+    #[test]
+    fn preprocess_rejects_non_jpeg() {
+        assert!(preprocess::preprocess(b"not an image").is_err());
+    }
+
+    #[test]
+    fn softmax_top_k_median() {
+        let p = softmax([1.0f32, 3.0, 2.0].into_iter());
+        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        let top: Vec<usize> = top_k(&p, 2).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(top, [1, 2]);
+        let ms = Duration::from_millis;
+        assert_eq!(median_ms(&mut [ms(3), ms(1), ms(2)]), 2.0);
+        assert_eq!(median_ms(&mut [ms(4), ms(1), ms(2), ms(3)]), 2.5);
+        assert_eq!(labels().unwrap()[963], "pizza, pizza pie");
+    }
+
+    #[test]
+    fn both_models_classify_the_built_in_image() {
+        let input = preprocess::preprocess(DEFAULT_IMAGE)
+            .unwrap()
+            .insert_axis(Axis(0));
+        let fp32 = classify(&FP32, &input).unwrap();
+        assert_eq!(top_k(&fp32, 1)[0].0, 963, "FP32 top-1 should be pizza");
+        let int8 = classify(
+            kenosis_runtime::include_quantized!("models/efficientnet_lite0.onnx"),
+            &input,
+        )
+        .unwrap();
+        assert_eq!(int8.len(), 1000);
+        assert!(int8.iter().all(|p| p.is_finite()));
     }
 }

@@ -11,13 +11,18 @@ use crate::{cargo, ort};
 #[derive(clap::Args)]
 pub struct Args {
     /// Arguments for `classify`, e.g. an image path
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     args: Vec<OsString>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let ort = ort::ensure(&ort::default_lib_dir(&crate::workspace_root()))?;
     let mut cmd = cargo::command(&ort);
-    cmd.args(["run", "--release", "--package", "classify", "--"]).args(args.args);
+    cmd.args(["run", "--release", "--package", "classify", "--"])
+        .args(args.args);
     cargo::run(cmd)
 }

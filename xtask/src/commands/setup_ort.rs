@@ -16,7 +16,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let lib_dir = args.dir.unwrap_or_else(|| ort::default_lib_dir(&crate::workspace_root()));
+    let lib_dir = args
+        .dir
+        .unwrap_or_else(|| ort::default_lib_dir(&crate::workspace_root()));
     match ort::ensure(&lib_dir)? {
         OrtEnv::Managed { lib_dir } => {
             let dir = shell_quote(&lib_dir.to_string_lossy());

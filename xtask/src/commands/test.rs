@@ -9,28 +9,45 @@ use anyhow::{bail, Result};
 
 use crate::{cargo, ort};
 
-/// Run `cargo test --workspace` with ONNX Runtime set up (what CI runs)
+/// Run `cargo test --workspace` (or of the packages given with -p) with ONNX Runtime set up,
+/// as CI does
 #[derive(clap::Args)]
 pub struct Args {
-    /// Passed on to `cargo test`, e.g. `-p kenosis-build -- --nocapture`
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    /// Passed on to `cargo test` verbatim, e.g. `-p kenosis-build -- --nocapture`
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     args: Vec<OsString>,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(_args: Args) -> Result<ExitCode> {
     check_shared_dir()?;
     let ort = ort::ensure(&ort::default_lib_dir(&crate::workspace_root()))?;
+    // The arguments after `test`, verbatim: clap swallows a leading `--` (`test -- --nocapture`
+    // parses as `[--nocapture]`), but for `cargo test` it separates the test binaries'
+    // arguments. The parsed `Args` only serve `--help`. (argv is `xtask test ARGS...`: xtask
+    // has no global options.)
+    let args: Vec<OsString> = env::args_os().skip(2).collect();
     let mut cmd = cargo::command(&ort);
-    cmd.args(["test", "--workspace"]).args(passthrough(args.args));
+    cmd.arg("test");
+    if !selects_packages(&args) {
+        cmd.arg("--workspace");
+    }
+    cmd.args(args);
     cargo::run(cmd)
 }
 
-/// The arguments after `test`, verbatim. clap would swallow a leading `--`
-/// (`cargo xtask test -- --nocapture` parses as `[--nocapture]`), but for `cargo test` it is
-/// meaningful: it separates the test binaries' arguments. `parsed` only serves `--help`.
-fn passthrough(_parsed: Vec<OsString>) -> Vec<OsString> {
-    // argv is `xtask test ARGS...`: xtask has no global options.
-    env::args_os().skip(2).collect()
+/// Whether the cargo arguments (before `--`) pick packages themselves: `--workspace` would
+/// override `-p`.
+fn selects_packages(args: &[OsString]) -> bool {
+    args.iter()
+        .map(|arg| arg.to_string_lossy())
+        .take_while(|arg| arg != "--")
+        .any(|arg| {
+            arg.starts_with("-p") || arg.starts_with("--package") || arg == "--manifest-path"
+        })
 }
 
 /// The shared data (models, images) lives in `$KENOSIS_SHARED_DIR` or `<workspace>/../shared`.
@@ -38,7 +55,10 @@ fn passthrough(_parsed: Vec<OsString>) -> Vec<OsString> {
 fn check_shared_dir() -> Result<()> {
     let (dir, source) = match env::var_os("KENOSIS_SHARED_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => (PathBuf::from(dir), "KENOSIS_SHARED_DIR"),
-        None => (crate::workspace_root().join("..").join("shared"), "the workspace's sibling"),
+        None => (
+            crate::workspace_root().join("..").join("shared"),
+            "the workspace's sibling",
+        ),
     };
     if dir.is_dir() {
         return Ok(());
