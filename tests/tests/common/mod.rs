@@ -1,0 +1,187 @@
+//! Shared helpers for tests on the real models and images in `../shared`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::calibrate::{CalibrationData, SampleValue};
+use ndarray::{Array3, Array4, ArrayD, Axis};
+use ort::session::{builder::GraphOptimizationLevel, Session};
+use ort::value::Tensor;
+
+/// `../shared` (or `$KENOSIS_SHARED_DIR`). `None` (test skipped, with a note) when missing,
+/// except under `CI=true`, where a missing folder fails the test instead of hiding it.
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("KENOSIS_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
+    if dir.join("models").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "shared data not found at {} (CI=true: refusing to skip)",
+            dir.display()
+        );
+    }
+    eprintln!("note: skipping, shared data not found at {}", dir.display());
+    None
+}
+
+/// How a classifier expects its 224x224 input.
+#[derive(Debug, Clone, Copy)]
+pub enum Preprocess {
+    /// RGB, `(x - 127) / 128` (EfficientNet-Lite0).
+    RgbCentered,
+    /// BGR, `x - [104, 117, 123]` (SqueezeNet 1.0 from Caffe).
+    BgrMeanSubtracted,
+}
+
+/// The sorted JPEG file names of `images/imagenet-224`.
+pub fn imagenet_files(shared: &Path) -> Vec<PathBuf> {
+    let dir = shared.join("images/imagenet-224");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("imagenet-224 folder")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "JPEG"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Decodes a 224x224 JPEG into a `[3, 224, 224]` f32 tensor.
+pub fn load_image(path: &Path, pre: Preprocess) -> Array3<f32> {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb8();
+    let img = image::imageops::resize(&img, 224, 224, image::imageops::FilterType::Triangle);
+    let mut out = Array3::<f32>::zeros((3, 224, 224));
+    for (x, y, p) in img.enumerate_pixels() {
+        for c in 0..3 {
+            let (v, dst) = match pre {
+                Preprocess::RgbCentered => ((f32::from(p[c]) - 127.0) / 128.0, c),
+                Preprocess::BgrMeanSubtracted => {
+                    (f32::from(p[c]) - [123.0, 117.0, 104.0][c], 2 - c)
+                }
+            };
+            out[[dst, y as usize, x as usize]] = v;
+        }
+    }
+    out
+}
+
+/// Batch-of-one inputs for `files`.
+pub fn load_batch(files: &[PathBuf], pre: Preprocess) -> Vec<Array4<f32>> {
+    files
+        .iter()
+        .map(|f| load_image(f, pre).insert_axis(Axis(0)))
+        .collect()
+}
+
+/// Calibration data from in-memory single-input samples.
+pub fn calibration(samples: &[Array4<f32>]) -> CalibrationData {
+    CalibrationData {
+        samples: samples
+            .iter()
+            .map(|s| vec![SampleValue::F32(s.clone().into_dyn())])
+            .collect(),
+        files: Vec::new(),
+        synthetic: false,
+    }
+}
+
+/// An ORT session (1 intra-op thread) at `level`, optionally saving the optimized graph.
+pub fn session(
+    bytes: &[u8],
+    level: GraphOptimizationLevel,
+    save_optimized: Option<&Path>,
+) -> Session {
+    let env =
+        kenosis_build::calibrate::session::environment(Path::new("test")).expect("ORT environment");
+    let mut b = Session::builder(env)
+        .expect("builder")
+        .with_optimization_level(level)
+        .expect("level")
+        .with_intra_threads(1)
+        .expect("threads");
+    if let Some(p) = save_optimized {
+        b = b.with_optimized_model_path(p).expect("optimized path");
+    }
+    b.commit_from_memory(bytes).expect("ORT loads the model")
+}
+
+/// Runs a single-input, single-output model on `x`, returning output 0 flattened.
+pub fn run(session: &mut Session, x: &Array4<f32>) -> Vec<f32> {
+    let input = Tensor::from_array(x.clone()).expect("tensor");
+    let outputs = session.run(ort::inputs![input]).expect("run");
+    let (_, values) = outputs[0].try_extract_tensor::<f32>().expect("f32 output");
+    values.to_vec()
+}
+
+/// Cosine similarity of two vectors (f64 accumulation).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    let na: f64 = a.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+/// Index of the largest value.
+pub fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+        .expect("non-empty")
+}
+
+/// Agreement and output similarity of two models over a set of inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct Fidelity {
+    /// Fraction of inputs whose top-1 class is the same.
+    pub top1_agreement: f64,
+    /// Mean cosine of the output vectors.
+    pub mean_cosine: f64,
+    /// Smallest cosine.
+    pub min_cosine: f64,
+}
+
+/// Compares `b` against reference `a` on `inputs`.
+pub fn compare(a: &mut Session, b: &mut Session, inputs: &[Array4<f32>]) -> Fidelity {
+    let (mut agree, mut sum, mut min) = (0usize, 0f64, f64::INFINITY);
+    for x in inputs {
+        let (ya, yb) = (run(a, x), run(b, x));
+        agree += usize::from(argmax(&ya) == argmax(&yb));
+        let c = cosine(&ya, &yb);
+        sum += c;
+        min = min.min(c);
+    }
+    let n = inputs.len() as f64;
+    Fidelity {
+        top1_agreement: agree as f64 / n,
+        mean_cosine: sum / n,
+        min_cosine: min,
+    }
+}
+
+/// Op types of the nodes of an ONNX model file (e.g. ORT's saved optimized graph).
+pub fn op_types(path: &Path) -> Vec<String> {
+    let bytes = std::fs::read(path).expect("optimized model written");
+    let model = kenosis_build::pipeline::decode(path, &bytes).expect("decodes");
+    model
+        .graph
+        .expect("graph")
+        .node
+        .iter()
+        .map(|n| n.op_type().to_owned())
+        .collect()
+}
+
+/// Shape-erased view helper.
+pub fn to_dyn(x: &Array4<f32>) -> ArrayD<f32> {
+    x.clone().into_dyn()
+}

@@ -1,0 +1,126 @@
+//! INT8 models against their FP32 originals in ONNX Runtime, on real ImageNet images:
+//! calibration on the first 100 images of `imagenet-224` (sorted file order), evaluation on
+//! the last 200. Also checks that ORT fuses every Conv into QLinearConv and that the fused
+//! integer kernels compute what the QDQ graph means (optimized vs unoptimized outputs).
+
+mod common;
+
+use common::*;
+use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use ort::session::builder::GraphOptimizationLevel;
+
+struct Expect {
+    model: &'static str,
+    pre: Preprocess,
+    min_agreement: f64,
+    min_mean_cosine: f64,
+}
+
+fn check(expect: Expect) {
+    let Some(shared) = shared_dir() else { return };
+    let model_path = shared.join("models").join(expect.model);
+    let fp32 = std::fs::read(&model_path).expect("model file");
+    let files = imagenet_files(&shared);
+    assert!(
+        files.len() >= 300,
+        "need at least 300 images, found {}",
+        files.len()
+    );
+    let calib = load_batch(&files[..100], expect.pre);
+    let eval = load_batch(&files[files.len() - 200..], expect.pre);
+
+    // Default options on this machine's target (x86-64: reduce-range).
+    let q = quantize(
+        &model_path,
+        &fp32,
+        &Calibration::Data(calibration(&calib)),
+        &QuantizeOptions::default(),
+    )
+    .expect("quantizes");
+
+    if let Ok(dir) = std::env::var("KENOSIS_DEBUG_DUMP") {
+        std::fs::write(std::path::Path::new(&dir).join(expect.model), &q.bytes).expect("dump");
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let optimized = tmp.path().join("optimized.onnx");
+    let mut reference = session(&fp32, GraphOptimizationLevel::All, None);
+    let mut int8 = session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
+    let mut int8_plain = session(&q.bytes, GraphOptimizationLevel::Disable, None);
+
+    // Every Conv fused: QLinearConv only, no float Conv (plain, fused or NCHWc) left.
+    let ops = op_types(&optimized);
+    let convs = q.report.ops_quantized.get("Conv").copied().unwrap_or(0);
+    let qlinear = ops.iter().filter(|o| *o == "QLinearConv").count();
+    let float_convs: Vec<&String> = ops
+        .iter()
+        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
+        .collect();
+    assert!(convs > 0);
+    assert_eq!(
+        qlinear, convs,
+        "{}: {qlinear} QLinearConv for {convs} quantized Convs; ops: {ops:?}",
+        expect.model
+    );
+    assert!(
+        float_convs.is_empty(),
+        "{}: float convs remain: {float_convs:?}",
+        expect.model
+    );
+
+    let f = compare(&mut reference, &mut int8, &eval);
+    eprintln!(
+        "{}: top-1 agreement {:.1}%, mean cosine {:.4}, min cosine {:.4}",
+        expect.model,
+        f.top1_agreement * 100.0,
+        f.mean_cosine,
+        f.min_cosine
+    );
+    assert!(
+        f.top1_agreement >= expect.min_agreement,
+        "{}: agreement {:.3} < {}",
+        expect.model,
+        f.top1_agreement,
+        expect.min_agreement
+    );
+    assert!(
+        f.mean_cosine >= expect.min_mean_cosine,
+        "{}: mean cosine {:.4} < {}",
+        expect.model,
+        f.mean_cosine,
+        expect.min_mean_cosine
+    );
+
+    // Fused integer kernels vs the QDQ graph evaluated literally: a wrong bias scale, kernel
+    // saturation or a placement that only breaks once kernels fuse shows up here.
+    let k = compare(&mut int8_plain, &mut int8, &eval);
+    eprintln!(
+        "{}: optimized vs unoptimized INT8 mean cosine {:.5}",
+        expect.model, k.mean_cosine
+    );
+    assert!(
+        k.mean_cosine >= 0.995,
+        "{}: fused kernels diverge from QDQ semantics: {:.4}",
+        expect.model,
+        k.mean_cosine
+    );
+}
+
+#[test]
+fn efficientnet_lite0_matches_fp32() {
+    check(Expect {
+        model: "efficientnet_lite0.onnx",
+        pre: Preprocess::RgbCentered,
+        min_agreement: 0.93,
+        min_mean_cosine: 0.975,
+    });
+}
+
+#[test]
+fn squeezenet_opset7_matches_fp32() {
+    check(Expect {
+        model: "squeezenet1.0.onnx",
+        pre: Preprocess::BgrMeanSubtracted,
+        min_agreement: 0.92,
+        min_mean_cosine: 0.985,
+    });
+}
