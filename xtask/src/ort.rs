@@ -258,3 +258,61 @@ fn write_symlinks(dir: &Path) -> Result<()> {
 fn write_symlinks(_: &Path) -> Result<()> {
     Ok(())
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn fake_wheel(dir: &Path, member: &str, contents: &[u8]) -> PathBuf {
+        let path = dir.join("onnxruntime-fake.whl");
+        let mut zip = zip::ZipWriter::new(fs::File::create(&path).unwrap());
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("onnxruntime/__init__.py", options).unwrap();
+        zip.start_file(member, options).unwrap();
+        zip.write_all(contents).unwrap();
+        zip.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn extracts_library_and_writes_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let wheel = fake_wheel(tmp.path(), WHEEL_MEMBER, b"\x7fELF not really");
+        let lib_dir = tmp.path().join("ort");
+        fs::create_dir(&lib_dir).unwrap();
+        extract_library(&wheel, &lib_dir.join(LIB_FILE)).unwrap();
+        write_symlinks(&lib_dir).unwrap();
+        write_symlinks(&lib_dir).unwrap(); // idempotent
+        for name in SYMLINKS {
+            assert_eq!(
+                fs::read_link(lib_dir.join(name)).unwrap(),
+                Path::new(LIB_FILE)
+            );
+            assert_eq!(fs::read(lib_dir.join(name)).unwrap(), b"\x7fELF not really");
+        }
+    }
+
+    #[test]
+    fn missing_member_is_a_clear_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let wheel = fake_wheel(tmp.path(), "onnxruntime/capi/other.so", b"");
+        let err = extract_library(&wheel, &tmp.path().join(LIB_FILE)).unwrap_err();
+        assert!(format!("{err:#}").contains(WHEEL_MEMBER), "{err:#}");
+    }
+
+    #[test]
+    fn managed_env_points_cargo_and_the_loader_at_lib_dir() {
+        let ort = OrtEnv::Managed {
+            lib_dir: PathBuf::from("/x/ort"),
+        };
+        let vars = ort.vars();
+        assert_eq!(vars[0], ("ORT_LIB_PATH", OsString::from("/x/ort")));
+        assert_eq!(vars[1], ("ORT_PREFER_DYNAMIC_LINK", OsString::from("1")));
+        assert_eq!(vars[2].0, "LD_LIBRARY_PATH");
+        assert!(vars[2].1.to_string_lossy().starts_with("/x/ort"));
+        assert!(OrtEnv::Unmanaged.vars().is_empty());
+    }
+}

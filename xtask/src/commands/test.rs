@@ -78,3 +78,21 @@ fn check_shared_dir() -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn package_selection_replaces_workspace() {
+        assert!(selects_packages(&args(&["-p", "classify"])));
+        assert!(selects_packages(&args(&["-pclassify"])));
+        assert!(selects_packages(&args(&["--package=classify", "--", "x"])));
+        assert!(!selects_packages(&args(&[])));
+        assert!(!selects_packages(&args(&["--release", "--", "-p"])));
+    }
+}
