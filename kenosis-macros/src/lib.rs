@@ -97,7 +97,7 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
     let error = |message: String| syn::Error::new(lit.span(), message);
     let written = lit.value();
 
-    let base = base_dir().map_err(error)?;
+    let (base, base_var) = base_dir().map_err(error)?;
     let resolved = base.join(&written);
     let source_path = match resolved.canonicalize() {
         Ok(path) if path.is_file() => path,
@@ -113,9 +113,14 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
             } else {
                 format!("cannot be read: {e}")
             };
+            let against = if base_var == BASE_DIR_OVERRIDE {
+                format!("{BASE_DIR_OVERRIDE}, which is set in the environment")
+            } else {
+                "the crate root, CARGO_MANIFEST_DIR".to_owned()
+            };
             return Err(error(format!(
                 "kenosis: model file `{written}` not found: {} {why}\n\
-                 (relative paths are resolved against the crate root, CARGO_MANIFEST_DIR)",
+                 (relative paths are resolved against {against})",
                 resolved.display()
             )));
         }
@@ -167,11 +172,11 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
     generate(lit, entry, &manifest_path).map_err(error)
 }
 
-/// The directory relative model paths are resolved against.
-fn base_dir() -> Result<PathBuf, String> {
-    env::var_os(BASE_DIR_OVERRIDE)
-        .or_else(|| env::var_os("CARGO_MANIFEST_DIR"))
-        .map(PathBuf::from)
+/// The directory relative model paths are resolved against, and the variable it came from.
+fn base_dir() -> Result<(PathBuf, &'static str), String> {
+    [BASE_DIR_OVERRIDE, "CARGO_MANIFEST_DIR"]
+        .into_iter()
+        .find_map(|var| env::var_os(var).map(|dir| (PathBuf::from(dir), var)))
         .ok_or_else(|| {
             "kenosis: CARGO_MANIFEST_DIR is not set; include_quantized! must be compiled by Cargo"
                 .to_owned()
