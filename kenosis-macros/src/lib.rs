@@ -66,13 +66,17 @@ struct Args {
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        const USAGE: &str = "include_quantized! expects a string literal with the path of an FP32 ONNX model \
+        const USAGE: &str =
+            "include_quantized! expects a string literal with the path of an FP32 ONNX model \
              registered in build.rs, e.g. `include_quantized!(\"models/net.onnx\")`";
         if input.is_empty() {
             return Err(input.error(USAGE));
         }
         if !input.peek(LitStr) {
-            let span = input.cursor().token_tree().map_or_else(Span::call_site, |(tt, _)| tt.span());
+            let span = input
+                .cursor()
+                .token_tree()
+                .map_or_else(Span::call_site, |(tt, _)| tt.span());
             return Err(syn::Error::new(span, USAGE));
         }
         let path: LitStr = input.parse()?;
@@ -150,7 +154,11 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
         let registered = if manifest.models.is_empty() {
             "no models".to_owned()
         } else {
-            let names: Vec<String> = manifest.models.iter().map(|m| format!("`{}`", m.source)).collect();
+            let names: Vec<String> = manifest
+                .models
+                .iter()
+                .map(|m| format!("`{}`", m.source))
+                .collect();
             format!("only {}", names.join(", "))
         };
         return Err(error(not_quantized(

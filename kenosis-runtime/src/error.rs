@@ -94,7 +94,9 @@ pub enum Error {
     /// A graph input or output has a type Kenosis cannot represent (a sequence, a map,
     /// bfloat16, ...), or an output has an element type [`Output`](crate::Output) has no
     /// variant for.
-    #[error("model `{model}` value `{name}` has type {ty}, which kenosis-runtime does not support")]
+    #[error(
+        "model `{model}` value `{name}` has type {ty}, which kenosis-runtime does not support"
+    )]
     UnsupportedType {
         /// Source label of the model.
         model: &'static str,

@@ -262,12 +262,42 @@ impl Output {
             return Err(unsupported());
         };
         Ok(match ty {
-            T::Float32 => Output::F32(value.try_extract_array::<f32>().map_err(run_error)?.to_owned()),
-            T::Int64 => Output::I64(value.try_extract_array::<i64>().map_err(run_error)?.to_owned()),
-            T::Int32 => Output::I32(value.try_extract_array::<i32>().map_err(run_error)?.to_owned()),
-            T::Uint8 => Output::U8(value.try_extract_array::<u8>().map_err(run_error)?.to_owned()),
-            T::Int8 => Output::I8(value.try_extract_array::<i8>().map_err(run_error)?.to_owned()),
-            T::Bool => Output::Bool(value.try_extract_array::<bool>().map_err(run_error)?.to_owned()),
+            T::Float32 => Output::F32(
+                value
+                    .try_extract_array::<f32>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
+            T::Int64 => Output::I64(
+                value
+                    .try_extract_array::<i64>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
+            T::Int32 => Output::I32(
+                value
+                    .try_extract_array::<i32>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
+            T::Uint8 => Output::U8(
+                value
+                    .try_extract_array::<u8>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
+            T::Int8 => Output::I8(
+                value
+                    .try_extract_array::<i8>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
+            T::Bool => Output::Bool(
+                value
+                    .try_extract_array::<bool>()
+                    .map_err(run_error)?
+                    .to_owned(),
+            ),
             _ => return Err(unsupported()),
         })
     }

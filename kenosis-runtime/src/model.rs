@@ -29,10 +29,12 @@ static ENVIRONMENT: OnceLock<Result<Environment, Error>> = OnceLock::new();
 /// Returns `environment` back if Kenosis already has an environment (a model was used before,
 /// or `set_environment` was called before).
 pub fn set_environment(environment: Environment) -> Result<(), Environment> {
-    ENVIRONMENT.set(Ok(environment)).map_err(|rejected| match rejected {
-        Ok(environment) => environment,
-        Err(_) => unreachable!("set_environment only ever offers Ok"),
-    })
+    ENVIRONMENT
+        .set(Ok(environment))
+        .map_err(|rejected| match rejected {
+            Ok(environment) => environment,
+            Err(_) => unreachable!("set_environment only ever offers Ok"),
+        })
 }
 
 /// The shared environment, created on first call.
@@ -215,7 +217,10 @@ impl EmbeddedModel {
     /// [`Error::Environment`] or [`Error::Session`] if the session cannot be created.
     pub fn with_session<R>(&self, f: impl FnOnce(&mut Session) -> R) -> Result<R, Error> {
         let loaded = self.loaded()?;
-        let mut session = loaded.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut session = loaded
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Ok(f(&mut session))
     }
 
@@ -247,8 +252,9 @@ impl EmbeddedModel {
         inputs: impl IntoIterator<Item = I>,
     ) -> Result<Outputs, Error> {
         let inputs: Vec<Input<'a>> = inputs.into_iter().map(Into::into).collect();
-        let loaded = self.loaded()?;
+        // For macro-made models this needs no session, so bad inputs fail fast.
         validate_inputs(self.source, self.inputs()?, &inputs)?;
+        let loaded = self.loaded()?;
 
         let run_error = |e: ort::Error| Error::Run {
             model: self.source,
@@ -260,13 +266,21 @@ impl EmbeddedModel {
             .collect::<Result<Vec<_>, _>>()
             .map_err(run_error)?;
 
-        let mut session = loaded.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut session = loaded
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let outputs = session.run(values.as_slice()).map_err(run_error)?;
         let entries = loaded
             .output_names
             .iter()
             .enumerate()
-            .map(|(i, name)| Ok((name.clone(), Output::from_ort(&outputs[i], self.source, name)?)))
+            .map(|(i, name)| {
+                Ok((
+                    name.clone(),
+                    Output::from_ort(&outputs[i], self.source, name)?,
+                ))
+            })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Outputs::new(entries))
     }
@@ -285,7 +299,8 @@ impl EmbeddedModel {
             message,
         };
         let environment = environment()?;
-        let mut builder = Session::builder(environment).map_err(|e| session_error(e.to_string()))?;
+        let mut builder =
+            Session::builder(environment).map_err(|e| session_error(e.to_string()))?;
         let threads = self.intra_threads.load(Ordering::Relaxed);
         if threads > 0 {
             builder = builder
@@ -305,7 +320,11 @@ impl EmbeddedModel {
         Ok(Loaded {
             inputs: describe(session.inputs()),
             outputs: describe(session.outputs()),
-            output_names: session.outputs().iter().map(|o| o.name().to_owned()).collect(),
+            output_names: session
+                .outputs()
+                .iter()
+                .map(|o| o.name().to_owned())
+                .collect(),
             session: Mutex::new(session),
         })
     }

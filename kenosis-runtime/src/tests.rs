@@ -42,7 +42,10 @@ fn conv_relu_by_hand(x: &Array4<f32>) -> Array4<f32> {
 
 fn max_abs_diff(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {
     assert_eq!(a.shape(), b.shape());
-    a.iter().zip(b).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
 }
 
 fn sample_input() -> Array4<f32> {
@@ -56,7 +59,11 @@ fn conv_metadata_is_read_from_the_session() {
     let inputs = CONV.inputs().unwrap();
     assert_eq!(
         inputs,
-        [TensorInfo::from_static("x", ElementType::F32, &[Some(1), Some(3), Some(8), Some(8)])]
+        [TensorInfo::from_static(
+            "x",
+            ElementType::F32,
+            &[Some(1), Some(3), Some(8), Some(8)]
+        )]
     );
     let outputs = CONV.outputs().unwrap();
     assert_eq!(outputs.len(), 1);
@@ -94,7 +101,13 @@ fn non_contiguous_inputs_are_copied() {
     transposed.assign(&x.view().reversed_axes());
     let view = transposed.view().reversed_axes();
     assert!(!view.is_standard_layout());
-    let y = CONV.run([view]).unwrap().remove("y").unwrap().into_f32().unwrap();
+    let y = CONV
+        .run([view])
+        .unwrap()
+        .remove("y")
+        .unwrap()
+        .into_f32()
+        .unwrap();
     let expected = CONV.run([&x]).unwrap()[0].clone().into_f32().unwrap();
     assert_eq!(y, expected);
 }
@@ -119,7 +132,17 @@ fn wrong_input_count() {
 
     let x = sample_input();
     let err = CONV.run([x.view(), x.view()]).unwrap_err();
-    assert!(matches!(err, Error::InputCount { expected: 1, actual: 2, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::InputCount {
+                expected: 1,
+                actual: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -161,7 +184,10 @@ fn wrong_input_shape() {
 
     let wrong_rank = ArrayD::<f32>::zeros(IxDyn(&[3, 8, 8]));
     let err = CONV.run([&wrong_rank]).unwrap_err();
-    assert!(matches!(&err, Error::InputShape { actual, .. } if actual == &[3, 8, 8]), "{err:?}");
+    assert!(
+        matches!(&err, Error::InputShape { actual, .. } if actual == &[3, 8, 8]),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -187,7 +213,10 @@ fn mixed_dtypes_dynamic_dims_and_outputs() {
         assert_eq!(outputs[1].dtype(), ElementType::I64);
         assert_eq!(
             outputs[1].clone().into_f32().unwrap_err(),
-            Error::OutputDtype { expected: ElementType::F32, actual: ElementType::I64 }
+            Error::OutputDtype {
+                expected: ElementType::F32,
+                actual: ElementType::I64
+            }
         );
         let twice = outputs.remove("twice").unwrap().into_i64().unwrap();
         assert_eq!(twice, (&b * 2).into_dyn());
@@ -218,17 +247,24 @@ fn outputs_iteration() {
     let b = Array2::<i64>::ones((2, 2));
     let outputs = IO.run([Input::from(&a), Input::from(&b)]).unwrap();
     let dtypes: Vec<(&str, ElementType)> = outputs.iter().map(|(n, o)| (n, o.dtype())).collect();
-    assert_eq!(dtypes, [("sum", ElementType::F32), ("twice", ElementType::I64)]);
+    assert_eq!(
+        dtypes,
+        [("sum", ElementType::F32), ("twice", ElementType::I64)]
+    );
     let names: Vec<String> = outputs.into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["sum", "twice"]);
 }
 
 #[test]
 fn broken_model_reports_session_error_every_time() {
-    static BROKEN: EmbeddedModel = EmbeddedModel::from_static_bytes("broken.onnx", b"not an onnx model");
+    static BROKEN: EmbeddedModel =
+        EmbeddedModel::from_static_bytes("broken.onnx", b"not an onnx model");
     let x = Array::<f32, _>::zeros((1,));
     let first = BROKEN.run([&x]).unwrap_err();
-    assert!(matches!(&first, Error::Session { model: "broken.onnx", message } if !message.is_empty()), "{first:?}");
+    assert!(
+        matches!(&first, Error::Session { model: "broken.onnx", message } if !message.is_empty()),
+        "{first:?}"
+    );
     assert!(first.to_string().contains("broken.onnx"));
     assert_eq!(BROKEN.run([&x]).unwrap_err(), first);
     assert_eq!(BROKEN.inputs().unwrap_err(), first);
@@ -239,15 +275,43 @@ fn broken_model_reports_session_error_every_time() {
 fn declared_metadata_needs_no_session() {
     // What `include_quantized!` generates, here with deliberately wrong metadata: it is used
     // as is (no session is created), and it drives input validation.
-    const INPUTS: &[TensorInfo] = &[TensorInfo::from_static("input", ElementType::U8, &[None, Some(4)])];
+    const INPUTS: &[TensorInfo] = &[TensorInfo::from_static(
+        "input",
+        ElementType::U8,
+        &[None, Some(4)],
+    )];
     const OUTPUTS: &[TensorInfo] = &[TensorInfo::from_static("output", ElementType::Bool, &[])];
     static DECLARED: EmbeddedModel =
         EmbeddedModel::__from_macro("declared.onnx", b"never parsed", INPUTS, OUTPUTS);
     assert_eq!(DECLARED.inputs().unwrap()[0].to_string(), "input: u8[?, 4]");
     assert_eq!(DECLARED.outputs().unwrap()[0].to_string(), "output: bool[]");
     assert!(format!("{DECLARED:?}").contains("not created"));
+    // Inputs are checked against the declared metadata before any session exists...
     let err = DECLARED.run([&Array2::<i8>::zeros((7, 4))]).unwrap_err();
-    assert!(matches!(err, Error::Session { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::InputDtype {
+                expected: ElementType::U8,
+                actual: ElementType::I8,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(format!("{DECLARED:?}").contains("not created"));
+    // ...and valid ones reach session creation, which fails on these bytes.
+    let err = DECLARED.run([&Array2::<u8>::zeros((7, 4))]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Session {
+                model: "declared.onnx",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -256,8 +320,16 @@ fn intra_threads_only_before_first_use() {
     MODEL.set_intra_threads(1).unwrap();
     let x = sample_input();
     let y = MODEL.run([&x]).unwrap();
-    assert!(max_abs_diff(&y[0].as_f32().unwrap().to_owned(), &conv_relu_by_hand(&x).into_dyn()) < 1e-5);
-    assert_eq!(MODEL.set_intra_threads(2).unwrap_err(), Error::AlreadyLoaded { model: "threads" });
+    assert!(
+        max_abs_diff(
+            &y[0].as_f32().unwrap().to_owned(),
+            &conv_relu_by_hand(&x).into_dyn()
+        ) < 1e-5
+    );
+    assert_eq!(
+        MODEL.set_intra_threads(2).unwrap_err(),
+        Error::AlreadyLoaded { model: "threads" }
+    );
 }
 
 #[test]
