@@ -270,6 +270,8 @@ impl EmbeddedModel {
             .session
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // `values` must outlive the copies below: ONNX Runtime may return a graph input that is
+        // also a graph output as an alias of the input's buffer.
         let outputs = session.run(values.as_slice()).map_err(run_error)?;
         let entries = loaded
             .output_names

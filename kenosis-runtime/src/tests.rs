@@ -348,3 +348,29 @@ fn concurrent_runs_share_one_session() {
     });
     let _: &Output = &expected[0];
 }
+
+#[test]
+fn graph_input_returned_as_output_is_copied_while_inputs_live() {
+    // ONNX Runtime may hand back a graph input that is also a graph output as an alias of the
+    // input buffer; `run` must copy it out before the input values are released. Both input
+    // paths are covered: a zero-copy view and an owned copy of a non-contiguous view.
+    static PASSTHROUGH: EmbeddedModel = EmbeddedModel::from_static_bytes(
+        "testdata/passthrough.onnx",
+        include_bytes!("../testdata/passthrough.onnx"),
+    );
+    let x = Array2::<f32>::from_shape_fn((2, 3), |(i, j)| i as f32 - j as f32);
+    let transposed = Array2::from_shape_fn((3, 2), |(j, i)| x[[i, j]]);
+    let non_contiguous = transposed.t();
+    assert!(!non_contiguous.is_standard_layout());
+    for input in [x.view(), non_contiguous] {
+        let outputs = PASSTHROUGH.run([input]).unwrap();
+        // Reuse freed memory, so a dangling alias would show garbage.
+        let _noise: Vec<Vec<f32>> = (0..64).map(|i| vec![1e30 * i as f32; 6]).collect();
+        assert_eq!(outputs.names().collect::<Vec<_>>(), ["y", "x"]);
+        assert_eq!(outputs["x"].as_f32().unwrap(), x.view().into_dyn());
+        assert_eq!(
+            outputs["y"].as_f32().unwrap(),
+            x.mapv(|v| v.max(0.0)).into_dyn()
+        );
+    }
+}
