@@ -20,6 +20,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_REDUCE_RANGE") {
         options.reduce_range = v == "1";
     }
+    if let Ok(v) = std::env::var("KENOSIS_METHOD") {
+        options.method = match v.as_str() {
+            "minmax" => kenosis_build::calibrate::Method::MinMax,
+            "entropy" => kenosis_build::calibrate::Method::Entropy,
+            "mse" => kenosis_build::calibrate::Method::Mse,
+            p => kenosis_build::calibrate::Method::Percentile(p.parse()?),
+        };
+    }
     let bytes = std::fs::read(input)?;
     let q = kenosis_build::quantize(input, &bytes, &calibration, &options)?;
     std::fs::write(output, &q.bytes)?;

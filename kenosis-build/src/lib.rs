@@ -53,6 +53,7 @@ pub struct Config {
     reduce_range: Option<bool>,
     synthetic_samples: Option<usize>,
     keep_float: Vec<String>,
+    method: Option<calibrate::Method>,
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
@@ -103,6 +104,13 @@ impl Config {
     /// Number of synthetic calibration samples when no data is given (default 16).
     pub fn synthetic_samples(mut self, count: usize) -> Self {
         self.synthetic_samples = Some(count);
+        self
+    }
+
+    /// How activation ranges are chosen from calibration statistics (see
+    /// [`calibrate::Method`] for the methods and the default).
+    pub fn calibration_method(mut self, method: calibrate::Method) -> Self {
+        self.method = Some(method);
         self
     }
 
@@ -183,6 +191,7 @@ impl Config {
                 .unwrap_or(is_x86 || target.is_empty() && cfg!(target_arch = "x86_64")),
             synthetic_samples: self.synthetic_samples.unwrap_or(16),
             keep_float: self.keep_float.clone(),
+            method: self.method.unwrap_or(QuantizeOptions::default().method),
         };
         let mut manifest = Manifest::new();
         for model in &self.models {

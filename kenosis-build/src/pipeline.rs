@@ -27,6 +27,8 @@ pub struct QuantizeOptions {
     pub synthetic_samples: usize,
     /// Node names to keep in FP32.
     pub keep_float: Vec<String>,
+    /// How activation ranges are chosen from the calibration histograms.
+    pub method: calibrate::Method,
 }
 
 impl Default for QuantizeOptions {
@@ -36,6 +38,7 @@ impl Default for QuantizeOptions {
             reduce_range: cfg!(any(target_arch = "x86", target_arch = "x86_64")),
             synthetic_samples: 16,
             keep_float: Vec::new(),
+            method: calibrate::Method::MinMax,
         }
     }
 }
@@ -125,18 +128,12 @@ pub fn quantize(
     let plan = plan::plan(graph, &types, &plan_options);
 
     let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
-    let stats = calibrate::session::observe_min_max(&model, &observed, &data, path)?;
+    let stats = calibrate::session::observe(&model, &observed, &data, path)?;
     let ranges: HashMap<String, Range> = stats
-        .into_iter()
-        .filter(|(_, s)| s.is_set())
-        .map(|(name, s)| {
-            (
-                name,
-                Range {
-                    min: s.min,
-                    max: s.max,
-                },
-            )
+        .iter()
+        .filter_map(|(name, h)| {
+            calibrate::range::choose(h, options.method)
+                .map(|(min, max)| (name.clone(), Range { min, max }))
         })
         .collect();
 
@@ -177,7 +174,7 @@ pub fn quantize(
         nodes_fp32: plan.float_nodes.clone(),
         activations_absorbed: plan.absorbed.len(),
         rewrite: rewrite_summary,
-        calibration_method: "minmax".into(),
+        calibration_method: options.method.name(),
         calibration_samples: data.samples.len(),
         calibration_synthetic: data.synthetic,
         options: format!("{options:?}"),

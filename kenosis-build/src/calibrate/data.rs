@@ -135,25 +135,26 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
 }
 
 fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
-    let value =
-        match spec.elem_type {
-            dtype::FLOAT => SampleValue::F32(ArrayD::<f32>::read_npy(bytes).map_err(|e| {
-                format!(
-                    "input `{}` expects float32 (<f4) C-order data: {e}",
-                    spec.name
-                )
-            })?),
-            dtype::INT64 => SampleValue::I64(ArrayD::<i64>::read_npy(bytes).map_err(|e| {
-                format!(
-                    "input `{}` expects int64 (<i8) C-order data: {e}",
-                    spec.name
-                )
-            })?),
-            other => return Err(format!(
+    let value = match spec.elem_type {
+        dtype::FLOAT => SampleValue::F32(ArrayD::<f32>::read_npy(bytes).map_err(|e| {
+            format!(
+                "input `{}` expects float32 (<f4) C-order data: {e}",
+                spec.name
+            )
+        })?),
+        dtype::INT64 => SampleValue::I64(ArrayD::<i64>::read_npy(bytes).map_err(|e| {
+            format!(
+                "input `{}` expects int64 (<i8) C-order data: {e}",
+                spec.name
+            )
+        })?),
+        other => {
+            return Err(format!(
                 "input `{}` has element type {other}; Kenosis calibrates float32 and int64 inputs",
                 spec.name
-            )),
-        };
+            ))
+        }
+    };
     fit_shape(value, spec)
 }
 

@@ -2,7 +2,9 @@
 //! tensors exposed, and streaming statistics over them.
 
 pub mod data;
+pub mod range;
 pub mod session;
 pub mod stats;
 
 pub use data::{CalibrationData, InputSpec, SampleValue};
+pub use range::Method;

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
-use ort::value::Tensor;
+use ort::value::{DynValue, Tensor};
 use prost::Message;
 
 use super::data::{CalibrationData, SampleValue};
-use super::stats::MinMax;
+use super::stats::Histogram;
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, ModelProto, TypeProto, ValueInfoProto};
 
@@ -56,11 +56,14 @@ pub fn session(
 }
 
 /// ONNX Runtime input values for one sample, named after `input_names`.
-pub fn sample_inputs<'a>(
+///
+/// The caller keeps the values alive while it reads the run's outputs: ORT may return a graph
+/// input that is also a graph output as a view of the input's own buffer.
+pub fn sample_inputs(
     input_names: &[String],
     sample: &[SampleValue],
     path: &Path,
-) -> Result<Vec<(String, SessionInputValue<'a>)>> {
+) -> Result<Vec<(String, DynValue)>> {
     let rt = |e: ort::Error| Error::Runtime {
         path: path.to_owned(),
         message: e.to_string(),
@@ -69,12 +72,20 @@ pub fn sample_inputs<'a>(
         .iter()
         .zip(sample)
         .map(|(name, value)| {
-            let v: SessionInputValue = match value {
-                SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into(),
-                SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into(),
+            let v: DynValue = match value {
+                SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
+                SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
             };
             Ok((name.clone(), v))
         })
+        .collect()
+}
+
+/// Borrowed session inputs for values made by [`sample_inputs`].
+pub fn borrowed(values: &[(String, DynValue)]) -> Vec<(&str, SessionInputValue<'_>)> {
+    values
+        .iter()
+        .map(|(n, v)| (n.as_str(), SessionInputValue::from(v)))
         .collect()
 }
 
@@ -101,19 +112,19 @@ pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelPro
 }
 
 /// Runs every sample through `model` with `tensors` exposed and graph optimizations off (so
-/// the observed values are the FP32 graph's own), and returns each tensor's min/max.
+/// the observed values are the FP32 graph's own), and returns each tensor's histogram.
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run.
 ///
 /// # Errors
 /// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample.
-pub fn observe_min_max(
+pub fn observe(
     model: &ModelProto,
     tensors: &[String],
     data: &CalibrationData,
     path: &Path,
-) -> Result<HashMap<String, MinMax>> {
+) -> Result<HashMap<String, Histogram>> {
     let calib = with_observed_outputs(model, tensors);
     let bytes = calib.encode_to_vec();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -123,9 +134,9 @@ pub fn observe_min_max(
         .iter()
         .map(|i| i.name().to_owned())
         .collect();
-    let mut stats: HashMap<String, MinMax> = tensors
+    let mut stats: HashMap<String, Histogram> = tensors
         .iter()
-        .map(|t| (t.clone(), MinMax::default()))
+        .map(|t| (t.clone(), Histogram::default()))
         .collect();
     let rt = |e: ort::Error| Error::Runtime {
         path: path.to_owned(),
@@ -133,7 +144,7 @@ pub fn observe_min_max(
     };
     for sample in &data.samples {
         let inputs = sample_inputs(&input_names, sample, path)?;
-        let outputs = session.run(inputs).map_err(rt)?;
+        let outputs = session.run(borrowed(&inputs)).map_err(rt)?;
         for t in tensors {
             let value = outputs.get(t).ok_or_else(|| Error::Runtime {
                 path: path.to_owned(),

@@ -34,6 +34,93 @@ impl MinMax {
     }
 }
 
+/// Number of bins of a [`Histogram`].
+pub const HISTOGRAM_BINS: usize = 2048;
+
+/// A fixed-size histogram built in one streaming pass, with exact min/max alongside.
+///
+/// Bins are `width` wide starting at `origin`. When a value falls outside, the histogram
+/// doubles its bin width, merging neighbouring bins pairwise and extending to the side the
+/// value lies on; bin edges stay aligned, so no count is ever split or re-estimated. Memory
+/// is `HISTOGRAM_BINS` counters per tensor whatever the number of samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    /// Exact extremes of every finite value seen.
+    pub min_max: MinMax,
+    /// Left edge of bin 0.
+    pub origin: f64,
+    /// Width of every bin (0 until the first non-constant data).
+    pub width: f64,
+    /// Counts per bin.
+    pub counts: Vec<u64>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            min_max: MinMax::default(),
+            origin: 0.0,
+            width: 0.0,
+            counts: vec![0; HISTOGRAM_BINS],
+        }
+    }
+}
+
+impl Histogram {
+    /// Folds `values` in (NaN/±inf ignored).
+    pub fn update(&mut self, values: &[f32]) {
+        let mut batch = MinMax::default();
+        batch.update(values);
+        if !batch.is_set() {
+            return;
+        }
+        self.min_max.min = self.min_max.min.min(batch.min);
+        self.min_max.max = self.min_max.max.max(batch.max);
+        if self.width == 0.0 {
+            // First data: cover this batch's range with a little headroom.
+            let span = f64::from(batch.max) - f64::from(batch.min);
+            self.width = (span.max(1e-6) * 1.0001) / HISTOGRAM_BINS as f64;
+            self.origin = f64::from(batch.min);
+        }
+        while f64::from(batch.min) < self.origin {
+            self.grow(true);
+        }
+        while f64::from(batch.max) >= self.origin + self.width * HISTOGRAM_BINS as f64 {
+            self.grow(false);
+        }
+        let (origin, inv_width, last) = (self.origin, 1.0 / self.width, HISTOGRAM_BINS - 1);
+        for &v in values.iter().filter(|v| v.is_finite()) {
+            let k = ((f64::from(v) - origin) * inv_width) as usize;
+            self.counts[k.min(last)] += 1;
+        }
+    }
+
+    /// Doubles the bin width, extending to the left (`true`) or right.
+    fn grow(&mut self, left: bool) {
+        let n = HISTOGRAM_BINS;
+        let mut merged = vec![0u64; n];
+        let offset = if left { n } else { 0 };
+        for (k, &c) in self.counts.iter().enumerate() {
+            merged[(k + offset) / 2] += c;
+        }
+        if left {
+            self.origin -= self.width * n as f64;
+        }
+        self.width *= 2.0;
+        self.counts = merged;
+    }
+
+    /// Total number of values counted.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Centre of bin `k`.
+    pub fn center(&self, k: usize) -> f64 {
+        self.origin + (k as f64 + 0.5) * self.width
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +138,27 @@ mod tests {
                 max: 5.0
             }
         );
+    }
+
+    #[test]
+    fn histogram_grows_without_losing_counts() {
+        let mut h = Histogram::default();
+        h.update(&[0.0, 1.0, 0.5]);
+        h.update(&[-3.0, 10.0, f32::NAN]);
+        h.update(&[100.0]);
+        assert_eq!(h.total(), 6);
+        assert_eq!(
+            h.min_max,
+            MinMax {
+                min: -3.0,
+                max: 100.0
+            }
+        );
+        assert!(h.origin <= -3.0 && h.origin + h.width * HISTOGRAM_BINS as f64 > 100.0);
+        // Each value sits in the bin that contains it.
+        for v in [-3.0f64, 0.0, 0.5, 1.0, 10.0, 100.0] {
+            let k = ((v - h.origin) / h.width) as usize;
+            assert!(h.counts[k] >= 1, "value {v} not in its bin");
+        }
     }
 }

@@ -79,19 +79,19 @@ mod tests {
     #[test]
     fn per_channel_scales_follow_each_output_channel() {
         // Conv weight [2, 1, 1, 2]: channel 0 small, channel 1 large.
-        let w = [0.01f32, -0.02, 1.0, -2.0];
+        let w = [0.1f32, -0.5, 0.5, -2.0];
         let q = quantize(&w, &[2, 1, 1, 2], Some(0), false, None);
         assert_eq!(
             q.scales,
-            vec![(0.02f64 / 127.0) as f32, (2.0f64 / 127.0) as f32]
+            vec![(0.5f64 / 127.0) as f32, (2.0f64 / 127.0) as f32]
         );
-        assert_eq!(q.codes, vec![64, -127, 64, -127]);
+        assert_eq!(q.codes, vec![25, -127, 32, -127]);
         let per_tensor = quantize(&w, &[2, 1, 1, 2], None, false, None);
         assert_eq!(per_tensor.scales.len(), 1);
         assert_eq!(
             &per_tensor.codes[..2],
-            &[1, -1],
-            "per-tensor loses the small channel"
+            &[6, -32],
+            "per-tensor: the small channel gets a coarse grid"
         );
     }
 
