@@ -3,10 +3,8 @@
 //! the last 200. Also checks that ORT fuses every Conv into QLinearConv and that the fused
 //! integer kernels compute what the QDQ graph means (optimized vs unoptimized outputs).
 
-mod common;
-
-use common::*;
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use kenosis_eval::*;
 use ort::session::builder::GraphOptimizationLevel;
 
 struct Expect {

@@ -1,11 +1,10 @@
-//! Shared helpers for tests on the real models and images in `../shared`.
-
-#![allow(dead_code)]
+//! Evaluation helpers shared by the tests and the benchmark: the real models and images in
+//! `../shared`, ONNX Runtime sessions, and fidelity metrics (top-1 agreement, cosine).
 
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use ndarray::{Array3, Array4, ArrayD, Axis};
+use ndarray::{Array3, Array4, Axis};
 use ort::session::{builder::GraphOptimizationLevel, Session};
 use ort::value::Tensor;
 
@@ -179,9 +178,4 @@ pub fn op_types(path: &Path) -> Vec<String> {
         .iter()
         .map(|n| n.op_type().to_owned())
         .collect()
-}
-
-/// Shape-erased view helper.
-pub fn to_dyn(x: &Array4<f32>) -> ArrayD<f32> {
-    x.clone().into_dyn()
 }
