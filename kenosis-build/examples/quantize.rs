@@ -20,6 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_REDUCE_RANGE") {
         options.reduce_range = v == "1";
     }
+    if let Ok(v) = std::env::var("KENOSIS_BIAS_CORRECTION") {
+        options.bias_correction = v == "1";
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,

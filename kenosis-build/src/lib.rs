@@ -54,6 +54,7 @@ pub struct Config {
     synthetic_samples: Option<usize>,
     keep_float: Vec<String>,
     method: Option<calibrate::Method>,
+    bias_correction: Option<bool>,
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
@@ -111,6 +112,13 @@ impl Config {
     /// [`calibrate::Method`] for the methods and the default).
     pub fn calibration_method(mut self, method: calibrate::Method) -> Self {
         self.method = Some(method);
+        self
+    }
+
+    /// Bias correction for weight quantization (default `true`; see
+    /// [`quantize::bias_correction`]).
+    pub fn bias_correction(mut self, enable: bool) -> Self {
+        self.bias_correction = Some(enable);
         self
     }
 
@@ -192,6 +200,7 @@ impl Config {
             synthetic_samples: self.synthetic_samples.unwrap_or(16),
             keep_float: self.keep_float.clone(),
             method: self.method.unwrap_or(QuantizeOptions::default().method),
+            bias_correction: self.bias_correction.unwrap_or(true),
         };
         let mut manifest = Manifest::new();
         for model in &self.models {

@@ -8,7 +8,7 @@ use std::time::Instant;
 use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
-use crate::calibrate::{self, data::input_specs, CalibrationData};
+use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
 use crate::graph::topological_order;
 use crate::onnx::{self, type_proto, ModelProto, ValueInfoProto};
@@ -29,6 +29,8 @@ pub struct QuantizeOptions {
     pub keep_float: Vec<String>,
     /// How activation ranges are chosen from the calibration histograms.
     pub method: calibrate::Method,
+    /// Bias correction for weight quantization (see [`crate::quantize::bias_correction`]).
+    pub bias_correction: bool,
 }
 
 impl Default for QuantizeOptions {
@@ -39,6 +41,7 @@ impl Default for QuantizeOptions {
             synthetic_samples: 16,
             keep_float: Vec::new(),
             method: calibrate::Method::MinMax,
+            bias_correction: true,
         }
     }
 }
@@ -128,8 +131,31 @@ pub fn quantize(
     let plan = plan::plan(graph, &types, &plan_options);
 
     let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
-    let stats = calibrate::session::observe(&model, &observed, &data, path)?;
-    let ranges: HashMap<String, Range> = stats
+    let means: Vec<(String, ChannelAxis)> = plan
+        .weights
+        .iter()
+        .filter(|_| options.bias_correction)
+        .map(|w| &graph.node[w.node])
+        .filter(|n| !graph.initializer.iter().any(|t| t.name() == n.input[0]))
+        .map(|n| {
+            let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
+                ChannelAxis::Second
+            } else {
+                ChannelAxis::Last
+            };
+            (n.input[0].clone(), axis)
+        })
+        .collect();
+    let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let observations =
+        calibrate::session::observe(&model, &observed, &means, &input_names, &data, path)?;
+    let channel_means: HashMap<String, Vec<f64>> = observations
+        .channel_means
+        .iter()
+        .map(|(t, m)| (t.clone(), m.means()))
+        .collect();
+    let ranges: HashMap<String, Range> = observations
+        .histograms
         .iter()
         .filter_map(|(name, h)| {
             calibrate::range::choose(h, options.method)
@@ -147,10 +173,11 @@ pub fn quantize(
     let weight_options = WeightOptions {
         per_channel: options.per_channel,
         reduce_range: options.reduce_range,
+        bias_correction: options.bias_correction,
     };
     let graph = model.graph.as_mut().expect("normalized");
-    let rewrite_summary =
-        rewrite::rewrite(graph, &plan, &act, weight_options).map_err(unsupported)?;
+    let rewrite_summary = rewrite::rewrite(graph, &plan, &act, &channel_means, weight_options)
+        .map_err(unsupported)?;
     let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
     let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
         .into_iter()

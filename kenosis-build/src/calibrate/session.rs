@@ -9,7 +9,7 @@ use ort::value::{DynValue, Tensor};
 use prost::Message;
 
 use super::data::{CalibrationData, SampleValue};
-use super::stats::Histogram;
+use super::stats::{ChannelAxis, ChannelMean, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, ModelProto, TypeProto, ValueInfoProto};
 
@@ -111,8 +111,18 @@ pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelPro
     m
 }
 
-/// Runs every sample through `model` with `tensors` exposed and graph optimizations off (so
-/// the observed values are the FP32 graph's own), and returns each tensor's histogram.
+/// What one calibration pass collects.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// Histogram (with exact min/max) per activation tensor.
+    pub histograms: HashMap<String, Histogram>,
+    /// Per-channel means of weighted ops' input tensors, for bias correction.
+    pub channel_means: HashMap<String, ChannelMean>,
+}
+
+/// Runs every sample through `model` with the requested tensors exposed and graph
+/// optimizations off (so the observed values are the FP32 graph's own), streaming a
+/// histogram for each of `histograms` and per-channel means for each of `means`.
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run.
@@ -121,38 +131,53 @@ pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelPro
 /// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample.
 pub fn observe(
     model: &ModelProto,
-    tensors: &[String],
+    histograms: &[String],
+    means: &[(String, ChannelAxis)],
+    input_names: &[String],
     data: &CalibrationData,
     path: &Path,
-) -> Result<HashMap<String, Histogram>> {
-    let calib = with_observed_outputs(model, tensors);
+) -> Result<Observed> {
+    let mut exposed: Vec<String> = histograms.to_vec();
+    exposed.extend(
+        means
+            .iter()
+            .map(|(t, _)| t.clone())
+            .filter(|t| !histograms.contains(t)),
+    );
+    let calib = with_observed_outputs(model, &exposed);
     let bytes = calib.encode_to_vec();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut session = session(path, &bytes, GraphOptimizationLevel::Disable, threads)?;
-    let input_names: Vec<String> = session
-        .inputs()
-        .iter()
-        .map(|i| i.name().to_owned())
-        .collect();
-    let mut stats: HashMap<String, Histogram> = tensors
-        .iter()
-        .map(|t| (t.clone(), Histogram::default()))
-        .collect();
+    let mut observed = Observed {
+        histograms: histograms
+            .iter()
+            .map(|t| (t.clone(), Histogram::default()))
+            .collect(),
+        channel_means: means
+            .iter()
+            .map(|(t, axis)| (t.clone(), ChannelMean::new(*axis)))
+            .collect(),
+    };
     let rt = |e: ort::Error| Error::Runtime {
         path: path.to_owned(),
         message: e.to_string(),
     };
     for sample in &data.samples {
-        let inputs = sample_inputs(&input_names, sample, path)?;
+        let inputs = sample_inputs(input_names, sample, path)?;
         let outputs = session.run(borrowed(&inputs)).map_err(rt)?;
-        for t in tensors {
+        for t in &exposed {
             let value = outputs.get(t).ok_or_else(|| Error::Runtime {
                 path: path.to_owned(),
                 message: format!("observed tensor `{t}` missing from outputs"),
             })?;
-            let (_, values) = value.try_extract_tensor::<f32>().map_err(rt)?;
-            stats.get_mut(t).expect("inserted above").update(values);
+            let (shape, values) = value.try_extract_tensor::<f32>().map_err(rt)?;
+            if let Some(h) = observed.histograms.get_mut(t) {
+                h.update(values);
+            }
+            if let Some(m) = observed.channel_means.get_mut(t) {
+                m.update(shape, values);
+            }
         }
     }
-    Ok(stats)
+    Ok(observed)
 }

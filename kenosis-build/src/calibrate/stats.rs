@@ -121,6 +121,71 @@ impl Histogram {
     }
 }
 
+/// Which axis of an activation holds the channels a weight's input dimension runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelAxis {
+    /// Axis 1 (`N, C, ...` layout of Conv/ConvTranspose inputs).
+    Second,
+    /// The last axis (Gemm/MatMul inputs `[..., K]`).
+    Last,
+}
+
+/// Running per-channel mean of one tensor (f64 sums), for bias correction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelMean {
+    axis: ChannelAxis,
+    sums: Vec<f64>,
+    counts: Vec<u64>,
+}
+
+impl ChannelMean {
+    /// An empty accumulator over `axis`.
+    pub fn new(axis: ChannelAxis) -> Self {
+        Self {
+            axis,
+            sums: Vec::new(),
+            counts: Vec::new(),
+        }
+    }
+
+    /// Folds in a row-major tensor of `shape`. A shape whose channel count differs from
+    /// earlier updates is ignored (the means would mix unrelated channels).
+    pub fn update(&mut self, shape: &[i64], values: &[f32]) {
+        let (channels, inner) = match (self.axis, shape.len()) {
+            (_, 0) => return,
+            (ChannelAxis::Second, r) if r >= 2 => (
+                shape[1] as usize,
+                shape[2..].iter().product::<i64>() as usize,
+            ),
+            (ChannelAxis::Second, _) => return,
+            (ChannelAxis::Last, r) => (shape[r - 1] as usize, 1),
+        };
+        if channels == 0 || (!self.sums.is_empty() && self.sums.len() != channels) {
+            return;
+        }
+        if self.sums.is_empty() {
+            self.sums = vec![0.0; channels];
+            self.counts = vec![0; channels];
+        }
+        for (k, &v) in values.iter().enumerate() {
+            if v.is_finite() {
+                let c = (k / inner.max(1)) % channels;
+                self.sums[c] += f64::from(v);
+                self.counts[c] += 1;
+            }
+        }
+    }
+
+    /// Mean per channel (0 for a channel never seen); empty before any update.
+    pub fn means(&self) -> Vec<f64> {
+        self.sums
+            .iter()
+            .zip(&self.counts)
+            .map(|(&s, &n)| if n == 0 { 0.0 } else { s / n as f64 })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +203,18 @@ mod tests {
                 max: 5.0
             }
         );
+    }
+
+    #[test]
+    fn channel_means_follow_the_layout() {
+        // [N=1, C=2, H=1, W=2]
+        let mut m = ChannelMean::new(ChannelAxis::Second);
+        m.update(&[1, 2, 1, 2], &[1.0, 3.0, -2.0, -4.0]);
+        assert_eq!(m.means(), vec![2.0, -3.0]);
+        // [N=2, K=3]
+        let mut m = ChannelMean::new(ChannelAxis::Last);
+        m.update(&[2, 3], &[1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
+        assert_eq!(m.means(), vec![2.0, 3.0, 4.0]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Quantization proper: parameter math, weight quantization, placement plan, graph rewrite.
 
+pub mod bias_correction;
 pub mod params;
 pub mod plan;
 pub mod rewrite;

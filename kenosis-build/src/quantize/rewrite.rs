@@ -24,6 +24,9 @@ pub struct WeightOptions {
     pub per_channel: bool,
     /// 7-bit weights (`[-64, 64]`), see [`params::WEIGHT_QMAX_REDUCED`].
     pub reduce_range: bool,
+    /// Correct biases for the mean output shift of weight quantization
+    /// (see [`super::bias_correction`]).
+    pub bias_correction: bool,
 }
 
 /// Counts of what the rewrite did, for the build report.
@@ -35,6 +38,9 @@ pub struct RewriteSummary {
     pub weights_quantized: usize,
     /// Biases turned into int32.
     pub biases_quantized: usize,
+    /// Biases corrected for the weight quantization's mean output shift.
+    #[serde(default)]
+    pub biases_corrected: usize,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.
@@ -103,6 +109,7 @@ pub fn rewrite(
     graph: &mut GraphProto,
     plan: &Plan,
     act: &BTreeMap<String, ActivationParams>,
+    channel_means: &HashMap<String, Vec<f64>>,
     options: WeightOptions,
 ) -> Result<RewriteSummary, String> {
     let index = GraphIndex::new(graph);
@@ -152,7 +159,7 @@ pub fn rewrite(
         } else {
             1.0
         };
-        let bias = match wp.bias_slot {
+        let mut bias = match wp.bias_slot {
             Some(slot) => {
                 let b = tensor::to_f32(&graph.initializer[index.initializer[&node.input[slot]]])?;
                 Some(b.into_iter().map(|v| v * gemm_beta).collect::<Vec<f32>>())
@@ -177,6 +184,23 @@ pub fn rewrite(
             options.reduce_range,
             min_scales.as_deref(),
         );
+        // Bias correction; Conv and Gemm without a bias get one to carry it.
+        let mut bias_slot = wp.bias_slot;
+        let means = channel_means
+            .get(&node.input[0])
+            .filter(|_| options.bias_correction);
+        if let Some(means) = means {
+            let deq = weights::dequantize(&q, &dims, axis);
+            let shift = super::bias_correction::output_shift(&node, &dims, &w_values, &deq, means);
+            if let Some(shift) = shift.filter(|_| matches!(node.op_type(), "Conv" | "Gemm")) {
+                let b = bias.get_or_insert_with(|| vec![0.0; shift.len()]);
+                for (v, s) in b.iter_mut().zip(&shift) {
+                    *v = (f64::from(*v) - s) as f32;
+                }
+                bias_slot = bias_slot.or(Some(2));
+                summary.biases_corrected += 1;
+            }
+        }
         let base = names.fresh(&format!("{}_{w_name}", node.name()));
         let (codes, scale, zp) = (
             format!("{base}_quantized"),
@@ -206,7 +230,7 @@ pub fn rewrite(
         graph.node[wp.node].input[wp.weight_slot] = deq;
         summary.weights_quantized += 1;
 
-        if let (Some(slot), Some(b)) = (wp.bias_slot, bias) {
+        if let (Some(slot), Some(b)) = (bias_slot, bias) {
             let b_scales: Vec<f64> = (0..b.len())
                 .map(|c| {
                     params::bias_scale(x.params.scale, q.scales[if axis.is_some() { c } else { 0 }])
@@ -217,7 +241,12 @@ pub fn rewrite(
                 .zip(&b_scales)
                 .map(|(&v, &s)| params::quantize_bias(v, s))
                 .collect();
-            let b_base = names.fresh(&format!("{}_{}", node.name(), node.input[slot]));
+            let bias_name = node
+                .input
+                .get(slot)
+                .filter(|b| !b.is_empty())
+                .map_or("bias", |b| b.as_str());
+            let b_base = names.fresh(&format!("{}_{bias_name}", node.name()));
             let (codes, scale, zp) = (
                 format!("{b_base}_quantized"),
                 format!("{b_base}_scale"),
@@ -239,7 +268,9 @@ pub fn rewrite(
                 vec![deq.clone()],
                 vec![attr::make_int("axis", 0)],
             ));
-            graph.node[wp.node].input[slot] = deq;
+            let inputs = &mut graph.node[wp.node].input;
+            inputs.resize(inputs.len().max(slot + 1), String::new());
+            inputs[slot] = deq;
             if gemm_beta != 1.0 {
                 // beta is folded into the int32 bias above.
                 attr::set(&mut graph.node[wp.node], attr::make_float("beta", 1.0));

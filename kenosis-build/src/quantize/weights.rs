@@ -72,6 +72,22 @@ pub fn quantize(
     QuantizedWeight { codes, scales }
 }
 
+/// The real values a [`QuantizedWeight`] stands for (`code · scale` per channel).
+pub fn dequantize(q: &QuantizedWeight, dims: &[i64], axis: Option<usize>) -> Vec<f32> {
+    let (channels, inner) = match axis {
+        Some(a) => (
+            dims[a] as usize,
+            dims[a + 1..].iter().product::<i64>() as usize,
+        ),
+        None => (1, q.codes.len().max(1)),
+    };
+    q.codes
+        .iter()
+        .enumerate()
+        .map(|(k, &c)| f32::from(c) * q.scales[(k / inner) % channels])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
