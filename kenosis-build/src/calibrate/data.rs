@@ -205,6 +205,10 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
     })
 }
 
+/// Largest synthetic input (elements), so that absurd declared dims fail instead of
+/// exhausting memory (2^26 f32 = 256 MiB).
+pub const MAX_SYNTHETIC_ELEMENTS: usize = 1 << 26;
+
 /// Concrete shape for a synthetic sample: symbolic batch (first) dims become 1, other
 /// symbolic dims 224 for rank-4 (image-like) inputs and 16 otherwise (sequence-like).
 pub fn concrete_dims(spec: &InputSpec) -> Vec<usize> {
@@ -233,6 +237,20 @@ pub fn synthetic(inputs: &[InputSpec], count: usize, model_path: &Path) -> Resul
         synthetic: true,
         ..Default::default()
     };
+    for spec in inputs {
+        let elements = concrete_dims(spec)
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        if elements.is_none_or(|n| n > MAX_SYNTHETIC_ELEMENTS) {
+            return Err(Error::Calibration {
+                path: model_path.to_owned(),
+                reason: format!(
+                    "input `{}` declares shape {:?}, too large to synthesize (limit {MAX_SYNTHETIC_ELEMENTS} elements); give calibration data",
+                    spec.name, spec.dims
+                ),
+            });
+        }
+    }
     for _ in 0..count {
         let mut sample = Vec::new();
         for spec in inputs {

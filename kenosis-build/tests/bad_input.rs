@@ -1,0 +1,277 @@
+//! Bad build inputs give a typed error naming the file and the problem, never a panic, and
+//! leave no artifact or manifest behind.
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::onnx::{self, ModelProto};
+use kenosis_build::{Config, Error};
+use prost::Message;
+
+const TINY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/tiny/tiny_conv.onnx"
+);
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, bytes).expect("write");
+        p
+    }
+
+    fn config(&self) -> Config {
+        Config::new()
+            .manifest_dir(self.dir.path())
+            .out_dir(self.path("out"))
+            .cache_dir(self.path("cache"))
+            .target("x86_64-unknown-linux-gnu")
+    }
+
+    /// Runs `config`, expecting an error, and checks nothing was left in `OUT_DIR`.
+    fn fail(&self, config: Config) -> Error {
+        let err = config.compile().expect_err("compile must fail");
+        assert!(
+            !self.path("out/kenosis-manifest.json").exists(),
+            "no manifest after an error"
+        );
+        let artifacts: Vec<_> = std::fs::read_dir(self.path("out/kenosis"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(
+            artifacts.is_empty(),
+            "no artifact after an error: {artifacts:?}"
+        );
+        err
+    }
+}
+
+fn tiny() -> ModelProto {
+    ModelProto::decode(std::fs::read(TINY).expect("fixture").as_slice()).expect("fixture decodes")
+}
+
+fn assert_mentions(err: &Error, file: &Path, words: &[&str]) {
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&file.display().to_string()),
+        "error should name {}: {msg}",
+        file.display()
+    );
+    for w in words {
+        assert!(msg.contains(w), "error should say `{w}`: {msg}");
+    }
+}
+
+#[test]
+fn missing_model_file() {
+    let s = Sandbox::new();
+    let err = s.fail(s.config().model("models/nope.onnx"));
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_mentions(&err, &s.path("models/nope.onnx"), &["No such file"]);
+}
+
+#[test]
+fn empty_model_file() {
+    let s = Sandbox::new();
+    let p = s.write("m.onnx", b"");
+    let err = s.fail(s.config().model("m.onnx"));
+    assert!(matches!(err, Error::InvalidModel { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["the file is empty"]);
+}
+
+#[test]
+fn random_bytes_and_truncated_protobuf() {
+    let s = Sandbox::new();
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let p = s.write("random.onnx", &random);
+    let err = s.fail(s.config().model("random.onnx"));
+    assert!(matches!(err, Error::InvalidModel { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["not a valid ONNX model"]);
+
+    let bytes = std::fs::read(TINY).expect("fixture");
+    let p = s.write("truncated.onnx", &bytes[..bytes.len() / 2]);
+    let err = s.fail(s.config().model("truncated.onnx"));
+    assert!(matches!(err, Error::InvalidModel { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["protobuf decoding failed"]);
+}
+
+#[test]
+fn a_protobuf_that_is_not_a_model() {
+    let s = Sandbox::new();
+    // A TensorProto holding only dims decodes as a ModelProto (field 1 is a varint in both)
+    // yet has no graph: the decoder alone cannot tell, the validation must.
+    let tensor = onnx::TensorProto {
+        dims: vec![2, 2],
+        ..Default::default()
+    };
+    let p = s.write("tensor.onnx", &tensor.encode_to_vec());
+    let err = s.fail(s.config().model("tensor.onnx"));
+    assert!(matches!(err, Error::InvalidModel { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["not an ONNX ModelProto"]);
+}
+
+#[test]
+fn graph_with_a_cycle_or_a_dangling_input() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    // The Conv reads the Relu's output: a cycle.
+    let relu_out = g.node[1].output[0].clone();
+    g.node[0].input[0] = relu_out;
+    let p = s.write("cycle.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("cycle.onnx"));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["cycle"]);
+
+    let mut m = tiny();
+    m.graph.as_mut().expect("graph").node[1].input[0] = "nowhere".into();
+    let p = s.write("dangling.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("dangling.onnx"));
+    assert_mentions(
+        &err,
+        &p,
+        &["`nowhere`", "no node, initializer or graph input provides"],
+    );
+}
+
+#[test]
+fn opset_or_ir_newer_than_supported() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    m.opset_import[0].version = Some(99);
+    let p = s.write("opset.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("opset.onnx"));
+    assert_mentions(&err, &p, &["opset 99 is not supported"]);
+
+    let mut m = tiny();
+    m.ir_version = Some(99);
+    let p = s.write("ir.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("ir.onnx"));
+    assert_mentions(&err, &p, &["IR version 99 is not supported"]);
+}
+
+#[test]
+fn declared_dims_too_large_to_allocate() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let input = &mut m.graph.as_mut().expect("graph").input[0];
+    if let Some(onnx::type_proto::Value::TensorType(t)) =
+        input.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        for d in t.shape.as_mut().expect("shape").dim.iter_mut().skip(2) {
+            d.value = Some(onnx::tensor_shape_proto::dimension::Value::DimValue(
+                1 << 40,
+            ));
+        }
+    }
+    let p = s.write("huge.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("huge.onnx"));
+    assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["too large"]);
+}
+
+/// A version-1 `.npy` file with the given header fields and raw payload.
+fn npy(values: &[u8], descr: &str, shape: &str) -> Vec<u8> {
+    let mut h =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}").into_bytes();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((h.len() as u16).to_le_bytes());
+    out.extend(h);
+    out.extend(values);
+    out
+}
+
+#[test]
+fn calibration_files_of_the_wrong_shape_or_dtype() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    let wrong_shape = s.write(
+        "calib_shape/a.npy",
+        &npy(&[0u8; 3 * 10 * 10 * 4], "<f4", "(3, 10, 10)"),
+    );
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_shape"),
+    );
+    assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &wrong_shape,
+        &["input `x` expects shape [1, 3, 8, 8]", "[3, 10, 10]"],
+    );
+
+    let wrong_dtype = s.write(
+        "calib_dtype/a.npy",
+        &npy(&[0u8; 3 * 8 * 8 * 8], "<f8", "(3, 8, 8)"),
+    );
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_dtype"),
+    );
+    assert_mentions(&err, &wrong_dtype, &["expects float32"]);
+
+    std::fs::create_dir_all(s.path("calib_empty")).expect("mkdir");
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_empty"),
+    );
+    assert_mentions(&err, &s.path("calib_empty"), &["no .npy files"]);
+}
+
+#[test]
+fn unusable_cache_folder() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    let not_a_dir = s.write("cache-file", b"a file where the cache folder should be");
+    let err = s.fail(s.config().model("m.onnx").cache_dir(&not_a_dir));
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_mentions(&err, &not_a_dir, &[]);
+}
+
+#[test]
+fn valid_model_compiles_and_a_corrupt_cache_entry_is_rebuilt() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    s.config()
+        .model("m.onnx")
+        .compile()
+        .expect("tiny model quantizes");
+    let manifest =
+        kenosis_manifest::Manifest::read(&s.path("out/kenosis-manifest.json")).expect("manifest");
+    let entry = &manifest.models[0];
+    let artifact = std::fs::read(&entry.artifact_path).expect("artifact");
+    assert!(ModelProto::decode(artifact.as_slice()).is_ok());
+
+    // Corrupt the cached artifact: the next build detects it by hash and rebuilds it.
+    let cached = s.path("cache").join(format!("{}.onnx", entry.hash));
+    std::fs::write(&cached, b"garbage").expect("corrupt");
+    s.config().model("m.onnx").compile().expect("rebuilds");
+    assert_eq!(
+        std::fs::read(&cached).expect("cache entry"),
+        artifact,
+        "the rebuilt entry is identical (deterministic)"
+    );
+}
