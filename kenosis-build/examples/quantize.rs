@@ -23,6 +23,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_BIAS_CORRECTION") {
         options.bias_correction = v == "1";
     }
+    if let Ok(v) = std::env::var("KENOSIS_MIN_COSINE") {
+        options.fidelity_target = Some(kenosis_build::fidelity::Target {
+            min_cosine: Some(v.parse()?),
+            min_top1_agreement: None,
+        });
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,

@@ -50,6 +50,15 @@ pub enum Error {
         /// ONNX Runtime's message.
         message: String,
     },
+    /// The INT8 model misses the requested fidelity target even with its most sensitive
+    /// ops in FP32.
+    #[error("{path}: fidelity target not met: {report}")]
+    FidelityTarget {
+        /// The model file.
+        path: PathBuf,
+        /// The measured numbers and the ops tried.
+        report: String,
+    },
     /// A required environment variable (set by cargo for build scripts) is missing.
     #[error("environment variable {name} is not set; kenosis_build::Config::compile must run inside a build script (or set it explicitly)")]
     MissingEnv {

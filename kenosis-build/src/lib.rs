@@ -21,6 +21,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod cargo;
 mod error;
+pub mod fidelity;
 pub mod graph;
 pub mod normalize;
 pub mod onnx;
@@ -55,6 +56,7 @@ pub struct Config {
     keep_float: Vec<String>,
     method: Option<calibrate::Method>,
     bias_correction: Option<bool>,
+    fidelity_target: Option<fidelity::Target>,
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
@@ -119,6 +121,25 @@ impl Config {
     /// [`quantize::bias_correction`]).
     pub fn bias_correction(mut self, enable: bool) -> Self {
         self.bias_correction = Some(enable);
+        self
+    }
+
+    /// Requires the INT8 model's first output to have a mean cosine similarity of at least
+    /// `min` with FP32 on held-out calibration samples (a fifth of them); the most sensitive
+    /// ops (measured) are kept in FP32 until it holds, else the build fails with a report.
+    pub fn min_cosine(mut self, min: f64) -> Self {
+        self.fidelity_target
+            .get_or_insert_with(Default::default)
+            .min_cosine = Some(min);
+        self
+    }
+
+    /// Like [`Config::min_cosine`] for the fraction of held-out samples whose first output
+    /// has the same argmax (top-1 class) as FP32, in `[0, 1]`.
+    pub fn min_top1_agreement(mut self, min: f64) -> Self {
+        self.fidelity_target
+            .get_or_insert_with(Default::default)
+            .min_top1_agreement = Some(min);
         self
     }
 
@@ -201,6 +222,7 @@ impl Config {
             keep_float: self.keep_float.clone(),
             method: self.method.unwrap_or(QuantizeOptions::default().method),
             bias_correction: self.bias_correction.unwrap_or(true),
+            fidelity_target: self.fidelity_target,
         };
         let mut manifest = Manifest::new();
         for model in &self.models {

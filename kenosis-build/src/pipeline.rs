@@ -1,7 +1,7 @@
 //! One model from FP32 bytes to INT8 QDQ bytes: decode → normalize → plan → calibrate →
 //! choose parameters → rewrite → encode.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
 
@@ -10,6 +10,7 @@ use prost::Message;
 
 use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
+use crate::fidelity;
 use crate::graph::topological_order;
 use crate::onnx::{self, type_proto, ModelProto, ValueInfoProto};
 use crate::quantize::plan::{self, PlanOptions};
@@ -31,6 +32,9 @@ pub struct QuantizeOptions {
     pub method: calibrate::Method,
     /// Bias correction for weight quantization (see [`crate::quantize::bias_correction`]).
     pub bias_correction: bool,
+    /// Fidelity floor checked on held-out calibration samples; ops are kept in FP32, most
+    /// sensitive first, until it holds (see [`crate::fidelity`]).
+    pub fidelity_target: Option<fidelity::Target>,
 }
 
 impl Default for QuantizeOptions {
@@ -42,6 +46,7 @@ impl Default for QuantizeOptions {
             keep_float: Vec::new(),
             method: calibrate::Method::MinMax,
             bias_correction: true,
+            fidelity_target: None,
         }
     }
 }
@@ -123,6 +128,12 @@ pub fn quantize(
         });
     }
 
+    let held_out = held_out_count(data.samples.len());
+    let calibration_samples = match options.fidelity_target {
+        Some(_) if data.samples.len() > 1 => &data.samples[..data.samples.len() - held_out],
+        _ => &data.samples[..],
+    };
+
     let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
     let types = crate::types::infer_elem_types(graph, &order);
     let plan_options = PlanOptions {
@@ -147,8 +158,14 @@ pub fn quantize(
         })
         .collect();
     let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let observations =
-        calibrate::session::observe(&model, &observed, &means, &input_names, &data, path)?;
+    let observations = calibrate::session::observe(
+        &model,
+        &observed,
+        &means,
+        &input_names,
+        calibration_samples,
+        path,
+    )?;
     let channel_means: HashMap<String, Vec<f64>> = observations
         .channel_means
         .iter()
@@ -163,35 +180,64 @@ pub fn quantize(
         })
         .collect();
 
-    let act = rewrite::activation_params(&plan, graph, &ranges);
-    let mut ops_quantized: BTreeMap<String, usize> = BTreeMap::new();
-    for &i in &plan.quantized_nodes {
-        *ops_quantized
-            .entry(graph.node[i].op_type().to_owned())
-            .or_default() += 1;
-    }
     let weight_options = WeightOptions {
         per_channel: options.per_channel,
         reduce_range: options.reduce_range,
         bias_correction: options.bias_correction,
     };
-    let graph = model.graph.as_mut().expect("normalized");
-    let rewrite_summary = rewrite::rewrite(graph, &plan, &act, &channel_means, weight_options)
-        .map_err(unsupported)?;
-    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
-    let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
-        .into_iter()
-        .map(Some)
-        .collect();
-    graph.node = order
-        .into_iter()
-        .map(|i| nodes[i].take().expect("each once"))
-        .collect();
-    model.producer_name = Some("kenosis".into());
-    model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
-
-    let bytes = model.encode_to_vec();
+    // Everything below reuses the calibration above: keeping more nodes in FP32 changes
+    // which tensors are quantized, never the FP32 statistics they are quantized with.
+    let stats = Calibrated {
+        model: &model,
+        types: &types,
+        ranges: &ranges,
+        channel_means: &channel_means,
+        weight_options,
+    };
+    let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
+    let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
+    let built = build(&keep)?;
+    // Measured on a fifth of the calibration samples: held out of range calibration when a
+    // target is set (see `data` above), shared with it otherwise.
+    let eval_samples = &data.samples[data.samples.len() - held_out..];
+    let evaluator = fidelity::Evaluator::new(&model, &input_names, eval_samples, path)?;
     let graph = model.graph.as_ref().expect("normalized");
+    let candidates: Vec<String> = built
+        .plan
+        .quantized_nodes
+        .iter()
+        .map(|&i| &graph.node[i])
+        .filter(|n| {
+            matches!(
+                plan::rule_for(n.op_type()),
+                plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
+            )
+        })
+        .map(|n| n.name().to_owned())
+        .collect();
+    let (built, fidelity_report) = fidelity::meet_target(
+        &evaluator,
+        built,
+        options.fidelity_target,
+        &candidates,
+        &mut keep,
+        build,
+    )?;
+    let Built {
+        model: quantized,
+        plan,
+        rewrite: rewrite_summary,
+    } = built;
+
+    let mut ops_quantized: BTreeMap<String, usize> = BTreeMap::new();
+    let graph = model.graph.as_ref().expect("normalized");
+    for &i in &plan.quantized_nodes {
+        *ops_quantized
+            .entry(graph.node[i].op_type().to_owned())
+            .or_default() += 1;
+    }
+    let bytes = quantized.encode_to_vec();
+    let graph = quantized.graph.as_ref().expect("normalized");
     let report = Report {
         source: path.display().to_string(),
         key: String::new(),
@@ -202,8 +248,9 @@ pub fn quantize(
         activations_absorbed: plan.absorbed.len(),
         rewrite: rewrite_summary,
         calibration_method: options.method.name(),
-        calibration_samples: data.samples.len(),
+        calibration_samples: calibration_samples.len(),
         calibration_synthetic: data.synthetic,
+        fidelity: Some(fidelity_report),
         options: format!("{options:?}"),
         size_fp32: model_bytes.len(),
         size_int8: bytes.len(),
@@ -212,6 +259,64 @@ pub fn quantize(
         outputs: graph.output.iter().map(tensor_info).collect(),
     };
     Ok(Quantized { bytes, report })
+}
+
+/// Samples held out of range calibration to check a fidelity target: a fifth, at least 1.
+fn held_out_count(samples: usize) -> usize {
+    (samples / 5).max(1).min(samples)
+}
+
+/// A quantized model with the plan that made it.
+pub struct Built {
+    /// The INT8 QDQ model.
+    pub model: ModelProto,
+    /// Placement used.
+    pub plan: plan::Plan,
+    /// What the rewrite did.
+    pub rewrite: rewrite::RewriteSummary,
+}
+
+/// The normalized FP32 model and its calibration statistics: all a rewrite needs.
+struct Calibrated<'a> {
+    model: &'a ModelProto,
+    types: &'a HashMap<String, i32>,
+    ranges: &'a HashMap<String, Range>,
+    channel_means: &'a HashMap<String, Vec<f64>>,
+    weight_options: WeightOptions,
+}
+
+impl Calibrated<'_> {
+    /// Plans and rewrites a fresh copy of the model, keeping `keep_float` nodes in FP32.
+    fn build(&self, keep_float: &HashSet<String>) -> Result<Built, String> {
+        let mut model = self.model.clone();
+        let graph = model.graph.as_mut().expect("normalized");
+        let plan = plan::plan(
+            graph,
+            self.types,
+            &PlanOptions {
+                keep_float: keep_float.clone(),
+            },
+        );
+        let act = rewrite::activation_params(&plan, graph, self.ranges);
+        let summary =
+            rewrite::rewrite(graph, &plan, &act, self.channel_means, self.weight_options)?;
+        let order = topological_order(graph, &Default::default())?;
+        let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
+            .into_iter()
+            .map(Some)
+            .collect();
+        graph.node = order
+            .into_iter()
+            .map(|i| nodes[i].take().expect("each once"))
+            .collect();
+        model.producer_name = Some("kenosis".into());
+        model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
+        Ok(Built {
+            model,
+            plan,
+            rewrite: summary,
+        })
+    }
 }
 
 fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kenosis_manifest::TensorInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::fidelity::FidelityReport;
 use crate::normalize::NormalizeSummary;
 use crate::quantize::plan::FloatNode;
 use crate::quantize::rewrite::RewriteSummary;
@@ -35,6 +36,8 @@ pub struct Report {
     pub calibration_samples: usize,
     /// True when no calibration data was given and synthetic inputs were used.
     pub calibration_synthetic: bool,
+    /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did.
+    pub fidelity: Option<FidelityReport>,
     /// Options the artifact was built with, as text.
     pub options: String,
     /// FP32 model size in bytes.

@@ -8,7 +8,7 @@ use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
 use ort::value::{DynValue, Tensor};
 use prost::Message;
 
-use super::data::{CalibrationData, SampleValue};
+use super::data::SampleValue;
 use super::stats::{ChannelAxis, ChannelMean, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, ModelProto, TypeProto, ValueInfoProto};
@@ -134,7 +134,7 @@ pub fn observe(
     histograms: &[String],
     means: &[(String, ChannelAxis)],
     input_names: &[String],
-    data: &CalibrationData,
+    samples: &[Vec<SampleValue>],
     path: &Path,
 ) -> Result<Observed> {
     let mut exposed: Vec<String> = histograms.to_vec();
@@ -162,7 +162,7 @@ pub fn observe(
         path: path.to_owned(),
         message: e.to_string(),
     };
-    for sample in &data.samples {
+    for sample in samples {
         let inputs = sample_inputs(input_names, sample, path)?;
         let outputs = session.run(borrowed(&inputs)).map_err(rt)?;
         for t in &exposed {

@@ -76,6 +76,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         .collect();
     graph.input.retain(|i| !init_names.contains(i.name()));
 
+    name_unnamed_nodes(graph);
     sort_topologically(graph)?;
     summary.constants_extracted = constants::extract(graph)?;
     summary.dropouts_removed = remove_dropouts(graph);
@@ -98,6 +99,17 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
     sort_topologically(graph)?;
     Ok(summary)
+}
+
+/// Gives every unnamed node a unique name (`<OpType>_<index>`): reports and
+/// [`crate::Config::keep_float`] refer to nodes by name.
+fn name_unnamed_nodes(graph: &mut onnx::GraphProto) {
+    let mut names = NameGen::new(graph);
+    for (i, node) in graph.node.iter_mut().enumerate() {
+        if node.name().is_empty() {
+            node.name = Some(names.fresh(&format!("{}_{i}", node.op_type())));
+        }
+    }
 }
 
 fn sort_topologically(graph: &mut onnx::GraphProto) -> Result<(), String> {

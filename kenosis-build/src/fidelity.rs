@@ -1,0 +1,236 @@
+//! Measuring the INT8 model against FP32 on calibration samples, and the fidelity target:
+//! keep the most sensitive ops in FP32 until the INT8 model is close enough.
+//!
+//! Sensitivity is measured, not guessed: for each quantized op, the model is rebuilt with
+//! only that op in FP32 and the gain in mean output cosine on the held-out samples is
+//! recorded (leave-one-out, in the spirit of the layer-wise sensitivity analysis of
+//! Wu et al. 2020, "Integer Quantization for Deep Learning Inference", §6). Ops are then
+//! returned to FP32 greedily, largest gain first, until the target holds.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use ort::session::builder::GraphOptimizationLevel;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::calibrate::session::{borrowed, sample_inputs, session};
+use crate::calibrate::SampleValue;
+use crate::error::{Error, Result};
+use crate::onnx::ModelProto;
+use crate::pipeline::Built;
+
+/// A fidelity floor for the INT8 model, measured on held-out calibration samples.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Target {
+    /// Minimum mean cosine similarity of the first graph output (flattened) to FP32.
+    pub min_cosine: Option<f64>,
+    /// Minimum fraction of samples whose first output has the same argmax as FP32.
+    pub min_top1_agreement: Option<f64>,
+}
+
+impl Target {
+    fn met_by(&self, m: &Measured) -> bool {
+        self.min_cosine.is_none_or(|t| m.mean_cosine >= t)
+            && self
+                .min_top1_agreement
+                .is_none_or(|t| m.top1_agreement >= t)
+    }
+}
+
+/// INT8-vs-FP32 agreement on a set of samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Mean cosine similarity of the first graph output, flattened.
+    pub mean_cosine: f64,
+    /// Fraction of samples with the same argmax of the first output.
+    pub top1_agreement: f64,
+}
+
+/// What the build measured, and what the fidelity target did, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityReport {
+    /// Samples compared.
+    pub samples: usize,
+    /// True when those samples were held out of range calibration (a target was set).
+    pub held_out: bool,
+    /// Agreement of the final artifact.
+    pub measured: Measured,
+    /// Agreement with every candidate op quantized (before any fallback).
+    pub fully_quantized: Measured,
+    /// Cosine floor requested, if any.
+    pub min_cosine: Option<f64>,
+    /// Top-1 agreement floor requested, if any.
+    pub min_top1_agreement: Option<f64>,
+    /// Ops returned to FP32 to meet the target, in the order chosen.
+    pub kept_fp32: Vec<String>,
+    /// Measured cosine gain of keeping each op in FP32 alone, largest first (top 10).
+    pub most_sensitive: Vec<(String, f64)>,
+}
+
+/// Compares candidate INT8 models against FP32 reference outputs on fixed samples.
+pub struct Evaluator<'a> {
+    path: PathBuf,
+    input_names: &'a [String],
+    samples: &'a [Vec<SampleValue>],
+    reference: Vec<Vec<f32>>,
+}
+
+impl<'a> Evaluator<'a> {
+    /// Runs the FP32 model on `samples` once to get the reference outputs.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when ONNX Runtime fails.
+    pub fn new(
+        fp32: &ModelProto,
+        input_names: &'a [String],
+        samples: &'a [Vec<SampleValue>],
+        path: &Path,
+    ) -> Result<Self> {
+        let mut e = Self {
+            path: path.to_owned(),
+            input_names,
+            samples,
+            reference: Vec::new(),
+        };
+        e.reference = e.outputs(fp32)?;
+        Ok(e)
+    }
+
+    fn outputs(&self, model: &ModelProto) -> Result<Vec<Vec<f32>>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut s = session(
+            &self.path,
+            &model.encode_to_vec(),
+            GraphOptimizationLevel::All,
+            threads,
+        )?;
+        let rt = |e: ort::Error| Error::Runtime {
+            path: self.path.clone(),
+            message: e.to_string(),
+        };
+        self.samples
+            .iter()
+            .map(|sample| {
+                let inputs = sample_inputs(self.input_names, sample, &self.path)?;
+                let out = s.run(borrowed(&inputs)).map_err(rt)?;
+                let (_, values) = out[0].try_extract_tensor::<f32>().map_err(rt)?;
+                Ok(values.to_vec())
+            })
+            .collect()
+    }
+
+    /// Agreement of `model` (at ORT's default optimization level, as users run it) with FP32.
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when ONNX Runtime fails.
+    pub fn measure(&self, model: &ModelProto) -> Result<Measured> {
+        let outputs = self.outputs(model)?;
+        let n = outputs.len().max(1) as f64;
+        let (mut cos, mut agree) = (0.0, 0usize);
+        for (a, b) in self.reference.iter().zip(&outputs) {
+            cos += cosine(a, b);
+            agree += usize::from(argmax(a) == argmax(b));
+        }
+        Ok(Measured {
+            mean_cosine: cos / n,
+            top1_agreement: agree as f64 / n,
+        })
+    }
+}
+
+/// Cosine similarity (f64 accumulation); 1 for two all-zero vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    let na: f64 = a.iter().map(|&x| f64::from(x).powi(2)).sum();
+    let nb: f64 = b.iter().map(|&x| f64::from(x).powi(2)).sum();
+    if na == 0.0 && nb == 0.0 {
+        return 1.0;
+    }
+    dot / (na.sqrt() * nb.sqrt()).max(f64::MIN_POSITIVE)
+}
+
+fn argmax(v: &[f32]) -> Option<usize> {
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+}
+
+/// Measures `base` and, if `target` is set and missed, keeps ops from `candidates` (node
+/// names) in FP32, adding them to `keep`, until it holds.
+///
+/// # Errors
+/// [`Error::FidelityTarget`] with the measured numbers when even keeping every sensitive op
+/// in FP32 does not reach the target; [`Error::Runtime`] on ORT failures.
+pub fn meet_target(
+    evaluator: &Evaluator<'_>,
+    base: Built,
+    target: Option<Target>,
+    candidates: &[String],
+    keep: &mut HashSet<String>,
+    build: impl Fn(&HashSet<String>) -> Result<Built>,
+) -> Result<(Built, FidelityReport)> {
+    let fully = evaluator.measure(&base.model)?;
+    let mut report = FidelityReport {
+        samples: evaluator.samples.len(),
+        held_out: target.is_some(),
+        measured: fully,
+        fully_quantized: fully,
+        min_cosine: target.and_then(|t| t.min_cosine),
+        min_top1_agreement: target.and_then(|t| t.min_top1_agreement),
+        kept_fp32: Vec::new(),
+        most_sensitive: Vec::new(),
+    };
+    let Some(target) = target.filter(|t| !t.met_by(&fully)) else {
+        return Ok((base, report));
+    };
+
+    let mut gains = Vec::with_capacity(candidates.len());
+    for name in candidates {
+        let mut trial = keep.clone();
+        trial.insert(name.clone());
+        let m = evaluator.measure(&build(&trial)?.model)?;
+        gains.push((
+            name.clone(),
+            m.mean_cosine - fully.mean_cosine + (m.top1_agreement - fully.top1_agreement) * 1e-3,
+        ));
+    }
+    gains.sort_by(|a, b| b.1.total_cmp(&a.1));
+    report.most_sensitive = gains.iter().take(10).cloned().collect();
+
+    drop(base);
+    for (name, _) in &gains {
+        keep.insert(name.clone());
+        report.kept_fp32.push(name.clone());
+        let mut built = build(keep)?;
+        let m = evaluator.measure(&built.model)?;
+        report.measured = m;
+        if target.met_by(&m) {
+            for node in &mut built.plan.float_nodes {
+                if report.kept_fp32.contains(&node.name) {
+                    node.reason = "kept in FP32 to meet the fidelity target".into();
+                }
+            }
+            return Ok((built, report));
+        }
+    }
+    Err(Error::FidelityTarget {
+        path: evaluator.path.clone(),
+        report: format!(
+            "target {target:?} not reached on {} held-out samples: fully quantized {:.4} cosine / {:.1}% top-1, \
+             still {:.4} / {:.1}% with all {} quantized ops in FP32; most sensitive: {:?}",
+            report.samples,
+            fully.mean_cosine,
+            fully.top1_agreement * 100.0,
+            report.measured.mean_cosine,
+            report.measured.top1_agreement * 100.0,
+            candidates.len(),
+            report.most_sensitive.iter().take(5).collect::<Vec<_>>()
+        ),
+    })
+}

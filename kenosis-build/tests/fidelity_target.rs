@@ -1,0 +1,177 @@
+//! The fidelity target keeps the op that causes the error in FP32, found by measurement.
+
+use kenosis_build::fidelity::Target;
+use kenosis_build::onnx::{self, tensor, type_proto, ModelProto, TypeProto, ValueInfoProto};
+use kenosis_build::{quantize, Calibration, Error, QuantizeOptions};
+use prost::Message;
+use rand::{Rng, SeedableRng};
+
+fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
+    let shape = onnx::TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&d| onnx::tensor_shape_proto::Dimension {
+                value: Some(onnx::tensor_shape_proto::dimension::Value::DimValue(d)),
+                ..Default::default()
+            })
+            .collect(),
+    };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx::dtype::FLOAT),
+                shape: Some(shape),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// x[1,4,8,8] → Conv `head` (4→8, 3x3) → Relu → Conv `culprit` (8→8, 1x1) → Relu →
+/// Conv `tail` (8→4, 1x1) → y.
+///
+/// `head`'s output channel 7 is always 0 (zero weights, negative bias, ReLU). `culprit`
+/// gives that dead channel a weight of 50 in every output channel: harmless in FP32, but
+/// each per-channel int8 scale then spans ±50 and the real weights (|w| < 1) round to 0.
+fn model_with_a_culprit() -> Vec<u8> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut normal = |n: usize, s: f32| -> Vec<f32> {
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0) * s).collect()
+    };
+    let mut head_w = normal(8 * 4 * 9, 0.5);
+    head_w[7 * 36..].iter_mut().for_each(|w| *w = 0.0);
+    let mut head_b = normal(8, 0.1);
+    head_b[7] = -1.0;
+    let mut culprit_w = normal(8 * 8, 0.5);
+    for o in 0..8 {
+        culprit_w[o * 8 + 7] = 50.0;
+    }
+    let inits = vec![
+        tensor::from_f32("head_w", &[8, 4, 3, 3], &head_w),
+        tensor::from_f32("head_b", &[8], &head_b),
+        tensor::from_f32("culprit_w", &[8, 8, 1, 1], &culprit_w),
+        tensor::from_f32("culprit_b", &[8], &normal(8, 0.1)),
+        tensor::from_f32("tail_w", &[4, 8, 1, 1], &normal(32, 0.5)),
+        tensor::from_f32("tail_b", &[4], &normal(4, 0.1)),
+    ];
+    let conv = |name: &str, x: &str, w: &str, b: &str, y: &str, pad: i64| {
+        let mut n = onnx::make_node(
+            "Conv",
+            name.into(),
+            vec![x.into(), w.into(), b.into()],
+            vec![y.into()],
+            vec![],
+        );
+        if pad > 0 {
+            n.attribute.push(onnx::AttributeProto {
+                name: Some("pads".into()),
+                r#type: Some(onnx::attribute_proto::AttributeType::Ints as i32),
+                ints: vec![pad; 4],
+                ..Default::default()
+            });
+        }
+        n
+    };
+    let relu = |name: &str, x: &str, y: &str| {
+        onnx::make_node("Relu", name.into(), vec![x.into()], vec![y.into()], vec![])
+    };
+    let graph = onnx::GraphProto {
+        name: Some("culprit".into()),
+        node: vec![
+            conv("head", "x", "head_w", "head_b", "h", 1),
+            relu("head_relu", "h", "hr"),
+            conv("culprit", "hr", "culprit_w", "culprit_b", "c", 0),
+            relu("culprit_relu", "c", "cr"),
+            conv("tail", "cr", "tail_w", "tail_b", "y", 0),
+        ],
+        initializer: inits,
+        input: vec![value_info("x", &[1, 4, 8, 8])],
+        output: vec![value_info("y", &[1, 4, 8, 8])],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+#[test]
+fn the_measured_culprit_is_kept_in_fp32() {
+    let bytes = model_with_a_culprit();
+    let path = std::path::Path::new("culprit.onnx");
+    let options = QuantizeOptions {
+        synthetic_samples: 20,
+        ..QuantizeOptions::default()
+    };
+
+    // Without a target the damage is visible in the report's own measurement.
+    let plain = quantize(path, &bytes, &Calibration::Synthetic, &options).expect("quantizes");
+    let fully = plain
+        .report
+        .fidelity
+        .expect("always measured")
+        .measured
+        .mean_cosine;
+    assert!(fully < 0.9, "the culprit should hurt: cosine {fully}");
+
+    let target = Target {
+        min_cosine: Some(0.98),
+        min_top1_agreement: None,
+    };
+    let q = quantize(
+        path,
+        &bytes,
+        &Calibration::Synthetic,
+        &QuantizeOptions {
+            fidelity_target: Some(target),
+            ..options.clone()
+        },
+    )
+    .expect("target reachable");
+    let f = q.report.fidelity.expect("fidelity report");
+    assert_eq!(
+        f.kept_fp32,
+        vec!["culprit".to_string()],
+        "most sensitive: {:?}",
+        f.most_sensitive
+    );
+    assert_eq!(f.most_sensitive[0].0, "culprit");
+    assert!(f.held_out && f.measured.mean_cosine >= 0.98, "{f:?}");
+    let kept = q
+        .report
+        .nodes_fp32
+        .iter()
+        .find(|n| n.name == "culprit")
+        .expect("reported as FP32");
+    assert!(kept.reason.contains("fidelity target"), "{kept:?}");
+    assert_eq!(q.report.ops_quantized.get("Conv"), Some(&2));
+
+    // An unreachable target fails the build with the measured numbers.
+    let impossible = Target {
+        min_cosine: Some(1.5),
+        min_top1_agreement: None,
+    };
+    let err = quantize(
+        path,
+        &bytes,
+        &Calibration::Synthetic,
+        &QuantizeOptions {
+            fidelity_target: Some(impossible),
+            ..options
+        },
+    )
+    .expect_err("cannot reach cosine 1.5");
+    assert!(matches!(err, Error::FidelityTarget { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("culprit.onnx") && err.to_string().contains("not reached"),
+        "{err}"
+    );
+}
