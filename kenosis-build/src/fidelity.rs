@@ -23,7 +23,7 @@ use crate::pipeline::Built;
 /// A fidelity floor for the INT8 model, measured on held-out calibration samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Target {
-    /// Minimum mean cosine similarity of the first graph output (flattened) to FP32.
+    /// Minimum mean cosine similarity of the first float graph output (flattened) to FP32.
     pub min_cosine: Option<f64>,
     /// Minimum fraction of samples whose first output has the same argmax as FP32.
     pub min_top1_agreement: Option<f64>,
@@ -114,8 +114,16 @@ impl<'a> Evaluator<'a> {
             .map(|sample| {
                 let inputs = sample_inputs(self.input_names, sample, &self.path)?;
                 let out = s.run(borrowed(&inputs)).map_err(rt)?;
-                let (_, values) = out[0].try_extract_tensor::<f32>().map_err(rt)?;
-                Ok(values.to_vec())
+                // The first float output is the one compared (token-id or index outputs
+                // of detectors and tokenizers are not).
+                let values = out
+                    .values()
+                    .find_map(|v| v.try_extract_tensor::<f32>().ok().map(|(_, v)| v.to_vec()))
+                    .ok_or_else(|| Error::Runtime {
+                        path: self.path.clone(),
+                        message: "the model has no float output to compare".into(),
+                    })?;
+                Ok(values)
             })
             .collect()
     }

@@ -61,8 +61,26 @@ impl Report {
             .iter()
             .map(|(op, n)| format!("{n} {op}"))
             .collect();
+        let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
+            format!(
+                "; vs FP32 on {} {} samples: cosine {:.4}, top-1 {:.0}%{}",
+                f.samples,
+                if f.held_out {
+                    "held-out"
+                } else {
+                    "calibration"
+                },
+                f.measured.mean_cosine,
+                f.measured.top1_agreement * 100.0,
+                if f.kept_fp32.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} ops kept FP32 for the target)", f.kept_fp32.len())
+                }
+            )
+        });
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}); {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}){fidelity}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

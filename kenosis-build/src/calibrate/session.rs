@@ -170,7 +170,13 @@ pub fn observe(
                 path: path.to_owned(),
                 message: format!("observed tensor `{t}` missing from outputs"),
             })?;
-            let (shape, values) = value.try_extract_tensor::<f32>().map_err(rt)?;
+            // Element types are inferred without full shape inference; a tensor that turns
+            // out not to be float is simply not observed, and so stays unquantized.
+            let Ok((shape, values)) = value.try_extract_tensor::<f32>() else {
+                observed.histograms.remove(t);
+                observed.channel_means.remove(t);
+                continue;
+            };
             if let Some(h) = observed.histograms.get_mut(t) {
                 h.update(values);
             }
