@@ -1,0 +1,233 @@
+//! ONNX Runtime sessions that report errors instead of panicking, the fidelity pass (several
+//! candidates against FP32 in one pass over the images) and interleaved latency.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ndarray::Array4;
+use ort::session::{builder::GraphOptimizationLevel, Session};
+use ort::value::Tensor;
+use serde::Serialize;
+
+use kenosis_eval::{argmax, cosine, op_types};
+
+/// A session at `ORT_ENABLE_ALL` with `threads` intra-op threads, optionally saving the
+/// optimized graph to `save_optimized`.
+pub fn session(
+    bytes: &[u8],
+    threads: usize,
+    save_optimized: Option<&Path>,
+) -> Result<Session, String> {
+    let env = kenosis_build::calibrate::session::environment(Path::new("bench"))
+        .map_err(|e| e.to_string())?;
+    let mut b = Session::builder(env)
+        .map_err(|e| e.to_string())?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(|e| e.to_string())?
+        .with_intra_threads(threads)
+        .map_err(|e| e.to_string())?;
+    if let Some(p) = save_optimized {
+        b = b.with_optimized_model_path(p).map_err(|e| e.to_string())?;
+    }
+    b.commit_from_memory(bytes).map_err(|e| e.to_string())
+}
+
+/// Runs a single-input model on `x`, returning output 0 flattened.
+pub fn run(session: &mut Session, x: &Array4<f32>) -> Result<Vec<f32>, String> {
+    let input = Tensor::from_array(x.clone()).map_err(|e| e.to_string())?;
+    let outputs = session
+        .run(ort::inputs![input])
+        .map_err(|e| e.to_string())?;
+    let (_, values) = outputs[0]
+        .try_extract_tensor::<f32>()
+        .map_err(|e| e.to_string())?;
+    Ok(values.to_vec())
+}
+
+/// Fidelity of one candidate against FP32.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fidelity {
+    /// Fraction of images with the same argmax (classifiers only).
+    pub top1_agreement: Option<f64>,
+    pub mean_cosine: f64,
+    pub min_cosine: f64,
+    pub images: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Acc {
+    agree: usize,
+    sum: f64,
+    min: f64,
+    n: usize,
+}
+
+impl Acc {
+    const EMPTY: Acc = Acc {
+        agree: 0,
+        sum: 0.0,
+        min: f64::INFINITY,
+        n: 0,
+    };
+    fn add(&mut self, reference: &[f32], y: &[f32]) {
+        self.agree += usize::from(argmax(reference) == argmax(y));
+        let c = cosine(reference, y);
+        self.sum += c;
+        self.min = self.min.min(c);
+        self.n += 1;
+    }
+    fn merge(self, o: Acc) -> Acc {
+        Acc {
+            agree: self.agree + o.agree,
+            sum: self.sum + o.sum,
+            min: self.min.min(o.min),
+            n: self.n + o.n,
+        }
+    }
+}
+
+/// Compares every candidate model against `fp32` on `files` (loaded with `load`), in one
+/// pass: each image is decoded once and the FP32 output computed once. The images are split
+/// over `threads` workers, each with its own single-threaded sessions.
+pub fn fidelity(
+    fp32: &[u8],
+    candidates: &[&[u8]],
+    files: &[PathBuf],
+    load: &(dyn Fn(&Path) -> Array4<f32> + Sync),
+    classifier: bool,
+    threads: usize,
+) -> Result<Vec<Result<Fidelity, String>>, String> {
+    let threads = threads.max(1).min(files.len().max(1));
+    let per_worker: Vec<Result<Vec<Result<Acc, String>>, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || -> Result<Vec<Result<Acc, String>>, String> {
+                    let mut reference = session(fp32, 1, None)?;
+                    let mut sessions: Vec<Result<Session, String>> =
+                        candidates.iter().map(|b| session(b, 1, None)).collect();
+                    let mut accs = vec![Acc::EMPTY; candidates.len()];
+                    for file in files.iter().skip(t).step_by(threads) {
+                        let x = load(file);
+                        let r = run(&mut reference, &x)?;
+                        for (sess, acc) in sessions.iter_mut().zip(&mut accs) {
+                            let Ok(s) = sess else { continue };
+                            match run(s, &x) {
+                                Ok(y) => acc.add(&r, &y),
+                                Err(e) => *sess = Err(format!("{}: {e}", file.display())),
+                            }
+                        }
+                    }
+                    Ok(sessions
+                        .into_iter()
+                        .zip(accs)
+                        .map(|(s, a)| s.map(|_| a))
+                        .collect())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("fidelity worker panicked"))
+            .collect()
+    });
+    let mut total: Vec<Result<Acc, String>> = vec![Ok(Acc::EMPTY); candidates.len()];
+    for worker in per_worker {
+        for (t, w) in total.iter_mut().zip(worker?) {
+            *t = match (t.clone(), w) {
+                (Ok(a), Ok(b)) => Ok(a.merge(b)),
+                (Err(e), _) | (_, Err(e)) => Err(e),
+            };
+        }
+    }
+    Ok(total
+        .into_iter()
+        .map(|acc| {
+            acc.map(|a| Fidelity {
+                top1_agreement: classifier.then(|| a.agree as f64 / a.n as f64),
+                mean_cosine: a.sum / a.n as f64,
+                min_cosine: a.min,
+                images: a.n,
+            })
+        })
+        .collect())
+}
+
+/// Latency statistics of one model, in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub p90_ms: f64,
+    pub runs: usize,
+}
+
+/// Single-threaded latency of each session on the same input `x`, interleaved: after
+/// `warmup` rounds, `runs` rounds each run every model once, starting with a different one
+/// each round, so load changes on the machine hit all models alike.
+pub fn latency(
+    sessions: &mut [&mut Session],
+    x: &Array4<f32>,
+    warmup: usize,
+    runs: usize,
+) -> Result<Vec<Latency>, String> {
+    let n = sessions.len();
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); n];
+    for round in 0..warmup + runs {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let t = Instant::now();
+            run(sessions[i], x)?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            if round >= warmup {
+                times[i].push(ms);
+            }
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            let pick = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
+            let median = if t.len() % 2 == 0 {
+                (t[t.len() / 2 - 1] + t[t.len() / 2]) / 2.0
+            } else {
+                t[t.len() / 2]
+            };
+            Latency {
+                median_ms: median,
+                min_ms: t[0],
+                p90_ms: pick(0.9),
+                runs: t.len(),
+            }
+        })
+        .collect())
+}
+
+/// Conv fusion in ONNX Runtime's optimized graph (saved at `ORT_ENABLE_ALL`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConvFusion {
+    /// `QLinearConv` nodes.
+    pub qlinear_conv: usize,
+    /// `Conv`, `FusedConv` and `NchwcConv` nodes (float convolutions).
+    pub float_conv: usize,
+    /// No float convolution left and at least one `QLinearConv`.
+    pub all_fused: bool,
+    /// The optimized graph this was counted in.
+    pub optimized_model: PathBuf,
+}
+
+/// Counts the convolutions of a saved optimized graph.
+pub fn conv_fusion(optimized: &Path) -> ConvFusion {
+    let ops = op_types(optimized);
+    let qlinear_conv = ops.iter().filter(|o| *o == "QLinearConv").count();
+    let float_conv = ops
+        .iter()
+        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
+        .count();
+    ConvFusion {
+        qlinear_conv,
+        float_conv,
+        all_fused: float_conv == 0 && qlinear_conv > 0,
+        optimized_model: optimized.to_owned(),
+    }
+}

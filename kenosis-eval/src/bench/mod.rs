@@ -1,0 +1,584 @@
+//! The benchmark behind `cargo xtask bench`: Kenosis INT8 vs FP32 vs ONNX Runtime's own
+//! quantizer on the shared real models, for fidelity, latency, size and quantization time.
+//!
+//! Per model: calibrate on the first 100 images (sorted) of its image set, evaluate on the
+//! rest; quantize with Kenosis (default options, plus each calibration method for the
+//! classifiers) and with ORT's `quantize_static` (Python, in a venv); one fidelity pass over
+//! the evaluation images for every candidate against FP32; interleaved single-thread latency
+//! of FP32, Kenosis and ORT on one fixed input; Conv fusion counted in ORT's saved optimized
+//! graphs. Results go to `<out>/bench.json` and `<out>/bench.md`.
+
+pub mod measure;
+pub mod models;
+pub mod ort_quantizer;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Parser;
+use kenosis_build::calibrate::Method;
+use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use ndarray::Array4;
+
+use measure::Fidelity;
+use models::ModelSpec;
+use report::{Bench, Fp32Result, LatencySetup, MethodResult, ModelResult, OrtQuantizerSetup, QuantResult};
+
+/// Calibration images per model (the first ones in sorted order).
+const CALIBRATION_IMAGES: usize = 100;
+
+/// Benchmark Kenosis INT8 against FP32 and ONNX Runtime's quantizer on the shared models
+#[derive(Parser, Debug)]
+#[command(name = "bench")]
+pub struct Args {
+    /// Fewer evaluation images (100) and latency runs (20) for a quick look
+    #[arg(long)]
+    quick: bool,
+    /// Models to run, comma-separated: efficientnet-lite0, squeezenet1.0, yolox-nano
+    /// (file stems and unique prefixes work too); default all
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    models: Vec<String>,
+    /// Python with onnxruntime==1.31.1, onnx and numpy for the ORT-quantizer column
+    /// (default: <workspace>/target/bench-venv/bin/python if present)
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
+    /// Leave the ORT-quantizer column out, giving this reason in the report
+    #[arg(long, value_name = "REASON", conflicts_with = "python")]
+    no_ort_quantizer: Option<String>,
+    /// Output folder (default: <workspace>/target/bench)
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Evaluation images per model (default: all not used for calibration; 100 with --quick)
+    #[arg(long, value_name = "N")]
+    eval_images: Option<usize>,
+    /// Timed latency runs per model (default 100; 20 with --quick)
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+    /// Worker threads of the fidelity pass (each with single-threaded sessions)
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    fidelity_threads: usize,
+    /// Skip the calibration-method comparison
+    #[arg(long)]
+    skip_methods: bool,
+}
+
+/// The calibration methods compared on the classifiers.
+const METHODS: [Method; 4] = [
+    Method::MinMax,
+    Method::Percentile(99.99),
+    Method::Mse,
+    Method::Entropy,
+];
+
+struct Ctx {
+    shared: PathBuf,
+    out: PathBuf,
+    python: Option<PathBuf>,
+    eval_images: Option<usize>,
+    warmup: usize,
+    runs: usize,
+    fidelity_threads: usize,
+    methods: bool,
+    started: Instant,
+}
+
+impl Ctx {
+    fn log(&self, msg: impl AsRef<str>) {
+        eprintln!(
+            "bench [{:>6.1}s] {}",
+            self.started.elapsed().as_secs_f64(),
+            msg.as_ref()
+        );
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("kenosis-eval has a parent")
+        .to_path_buf()
+}
+
+/// Runs the benchmark; `Err` only when it cannot run at all.
+pub fn main() -> Result<(), String> {
+    let started = Instant::now();
+    let args = Args::parse();
+    let shared = kenosis_eval::shared_dir()
+        .ok_or("shared data not found: put it at ../shared or set KENOSIS_SHARED_DIR")?;
+    let specs: Vec<ModelSpec> = if args.models.is_empty() {
+        models::MODELS.to_vec()
+    } else {
+        args.models
+            .iter()
+            .map(|name| {
+                models::find(name).ok_or_else(|| {
+                    let known: Vec<&str> = models::MODELS.iter().map(|m| m.key).collect();
+                    format!("unknown model {name:?}; known: {}", known.join(", "))
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let out = args
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/bench"));
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+
+    let (python, note) = match (&args.python, &args.no_ort_quantizer) {
+        (_, Some(reason)) => (None, Some(reason.clone())),
+        (Some(p), None) => (Some(p.clone()), None),
+        (None, None) => {
+            let p = workspace_root().join("target/bench-venv/bin/python");
+            if p.exists() {
+                (Some(p), None)
+            } else {
+                (
+                    None,
+                    Some(format!(
+                        "no --python given and {} does not exist (`cargo xtask bench` creates it)",
+                        p.display()
+                    )),
+                )
+            }
+        }
+    };
+    if let Some(n) = &note {
+        eprintln!("bench: warning: running without the ORT-quantizer column: {n}");
+    }
+
+    let ctx = Ctx {
+        shared,
+        out: out.clone(),
+        python: python.clone(),
+        eval_images: args.eval_images.or(args.quick.then_some(100)),
+        warmup: if args.quick { 3 } else { 10 },
+        runs: args.runs.unwrap_or(if args.quick { 20 } else { 100 }).max(1),
+        fidelity_threads: args.fidelity_threads.max(1),
+        methods: !args.skip_methods,
+        started,
+    };
+
+    let mut results = Vec::new();
+    for spec in &specs {
+        ctx.log(format!("== {} ==", spec.key));
+        results.push(bench_model(spec, &ctx));
+        // Written after each model, so a long run leaves partial results behind.
+        let bench = assemble(&args, &ctx, python.clone(), note.clone(), &results);
+        write(&bench, &out)?;
+    }
+    let bench = assemble(&args, &ctx, python, note, &results);
+    write(&bench, &out)?;
+    println!("{}", bench.markdown());
+    eprintln!(
+        "bench: wrote {} and {} in {:.0} s",
+        out.join("bench.json").display(),
+        out.join("bench.md").display(),
+        bench.total_seconds
+    );
+    Ok(())
+}
+
+fn assemble(
+    args: &Args,
+    ctx: &Ctx,
+    python: Option<PathBuf>,
+    note: Option<String>,
+    results: &[ModelResult],
+) -> Bench {
+    Bench {
+        command: std::env::args().collect(),
+        quick: args.quick,
+        onnxruntime: ort::info().to_owned(),
+        cpu: cpu_name(),
+        logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        calibration_images: CALIBRATION_IMAGES,
+        fidelity_threads: ctx.fidelity_threads,
+        latency_setup: LatencySetup {
+            warmup_rounds: ctx.warmup,
+            runs: ctx.runs,
+            intra_op_threads: 1,
+            optimization_level: "ORT_ENABLE_ALL",
+            input: "the first evaluation image",
+            order: "interleaved: each round runs every model once, rotating which goes first",
+        },
+        default_method: QuantizeOptions::default().method.name(),
+        ort_quantizer: OrtQuantizerSetup {
+            available: python.is_some(),
+            python,
+            settings: ort_quantizer::SETTINGS,
+            note,
+        },
+        models: results.to_vec(),
+        total_seconds: ctx.started.elapsed().as_secs_f64(),
+    }
+}
+
+fn write(bench: &Bench, out: &Path) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(bench).expect("serializes");
+    for (name, text) in [("bench.json", json), ("bench.md", bench.markdown())] {
+        let p = out.join(name);
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn cpu_name() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_owned())
+}
+
+/// A quantized model waiting for the fidelity pass.
+struct Candidate {
+    bytes: Vec<u8>,
+    slot: Slot,
+}
+
+#[derive(Clone, Copy)]
+enum Slot {
+    Kenosis,
+    Ort,
+    Method(usize),
+}
+
+fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
+    let started = Instant::now();
+    let model_path = ctx.shared.join("models").join(spec.file);
+    let dir = ctx.out.join(spec.key);
+    let _ = std::fs::create_dir_all(&dir);
+    let files = spec.files(&ctx.shared);
+    let (calib_files, rest) = files.split_at(CALIBRATION_IMAGES.min(files.len()));
+    let eval_files = &rest[..ctx.eval_images.unwrap_or(rest.len()).min(rest.len())];
+    let mut result = ModelResult {
+        model: spec.key,
+        file: spec.file,
+        image_set: spec.image_set(),
+        preprocessing: spec.preprocessing,
+        metric: if spec.classifier {
+            "top-1 agreement with FP32, cosine of the output"
+        } else {
+            "cosine of the raw output [1,3549,85] (top-1 not meaningful: n/a)"
+        },
+        calibration_images: calib_files.len(),
+        evaluation_images: eval_files.len(),
+        fp32: Fp32Result {
+            size_bytes: 0,
+            convs: 0,
+            latency: None,
+        },
+        kenosis: QuantResult::default(),
+        ort: QuantResult::default(),
+        kenosis_over_ort_latency: None,
+        methods: Vec::new(),
+        error: None,
+        seconds: 0.0,
+    };
+    let fp32 = match std::fs::read(&model_path) {
+        Ok(b) => b,
+        Err(e) => {
+            result.error = Some(format!("{}: {e}", model_path.display()));
+            return result;
+        }
+    };
+    result.fp32.size_bytes = fp32.len();
+    result.fp32.convs = kenosis_eval::op_types(&model_path)
+        .iter()
+        .filter(|o| *o == "Conv")
+        .count();
+    if eval_files.is_empty() {
+        result.error = Some(format!("only {} images: none left to evaluate", files.len()));
+        return result;
+    }
+
+    ctx.log(format!("loading {} calibration images", calib_files.len()));
+    let calib: Vec<Array4<f32>> = calib_files.iter().map(|f| spec.load(f)).collect();
+    let calib_data = kenosis_eval::calibration(&calib);
+    let mut candidates = Vec::new();
+
+    // Kenosis, default options.
+    let default = QuantizeOptions::default();
+    let (kenosis, bytes) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &default);
+    result.kenosis = kenosis;
+    if let Some(bytes) = bytes {
+        let p = dir.join("kenosis.int8.onnx");
+        let _ = std::fs::write(&p, &bytes);
+        result.kenosis.artifact = Some(p);
+        candidates.push(Candidate {
+            bytes,
+            slot: Slot::Kenosis,
+        });
+    }
+
+    // Kenosis, each calibration method (classifiers: fidelity only).
+    if spec.classifier && ctx.methods {
+        for (i, &method) in METHODS.iter().enumerate() {
+            let is_default = method == default.method;
+            let mut r = MethodResult {
+                method: method.name(),
+                is_default,
+                status: String::new(),
+                error: None,
+                quantize_seconds: None,
+                fidelity: None,
+            };
+            if is_default {
+                // Same options as the main Kenosis column: its fidelity is copied below.
+                r.status = result.kenosis.status.clone();
+                r.error = result.kenosis.error.clone();
+                r.quantize_seconds = result.kenosis.quantize_seconds;
+            } else {
+                let options = QuantizeOptions {
+                    method,
+                    ..QuantizeOptions::default()
+                };
+                let (q, bytes) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &options);
+                r.status = q.status;
+                r.error = q.error;
+                r.quantize_seconds = q.quantize_seconds;
+                if let Some(bytes) = bytes {
+                    candidates.push(Candidate {
+                        bytes,
+                        slot: Slot::Method(i),
+                    });
+                }
+            }
+            result.methods.push(r);
+        }
+    }
+    drop(calib_data);
+
+    // ONNX Runtime's quantizer.
+    result.ort = match &ctx.python {
+        None => QuantResult::skipped("ORT quantizer not available (see ort_quantizer.note)"),
+        Some(python) => {
+            ctx.log("ORT quantize_static (Python)");
+            let out = dir.join("ort.int8.onnx");
+            match ort_quantizer::quantize(python, &model_path, &calib, &out) {
+                Ok(q) => {
+                    ctx.log(format!("ORT quantizer: {:.1} s", q.seconds));
+                    let mut notes = q.steps;
+                    notes.push(format!(
+                        "Python process {:.1} s including start-up",
+                        q.process_seconds
+                    ));
+                    let r = QuantResult {
+                        status: "ok".into(),
+                        artifact: Some(out),
+                        size_bytes: Some(q.bytes.len()),
+                        quantize_seconds: Some(q.seconds),
+                        notes,
+                        ..Default::default()
+                    };
+                    candidates.push(Candidate {
+                        bytes: q.bytes,
+                        slot: Slot::Ort,
+                    });
+                    r
+                }
+                Err(f) => {
+                    ctx.log(format!("ORT quantizer failed: {}", f.error));
+                    let mut r = QuantResult::failed(f.error);
+                    r.notes = f.steps;
+                    r
+                }
+            }
+        }
+    };
+    drop(calib);
+
+    // Fidelity: every candidate against FP32, one pass over the evaluation images.
+    ctx.log(format!(
+        "fidelity of {} model(s) on {} images, {} worker(s)",
+        candidates.len(),
+        eval_files.len(),
+        ctx.fidelity_threads
+    ));
+    let load = |p: &Path| spec.load(p);
+    let blobs: Vec<&[u8]> = candidates.iter().map(|c| c.bytes.as_slice()).collect();
+    match measure::fidelity(
+        &fp32,
+        &blobs,
+        eval_files,
+        &load,
+        spec.classifier,
+        ctx.fidelity_threads,
+    ) {
+        Err(e) => {
+            result.error = Some(format!("FP32 model: {e}"));
+            result.seconds = started.elapsed().as_secs_f64();
+            return result;
+        }
+        Ok(fids) => {
+            for (c, f) in candidates.iter().zip(fids) {
+                assign_fidelity(&mut result, c.slot, f);
+            }
+        }
+    }
+    if let Some(r) = result.methods.iter_mut().find(|r| r.is_default) {
+        r.fidelity = result.kenosis.fidelity;
+    }
+    for r in &result.methods {
+        if let Some(f) = r.fidelity {
+            ctx.log(format!("  {:<18} {}", r.method, describe(&f)));
+        }
+    }
+
+    // Latency, FP32 vs Kenosis vs ORT, interleaved; Conv fusion from the saved graphs.
+    ctx.log(format!(
+        "latency: {} warm-up + {} runs, interleaved",
+        ctx.warmup, ctx.runs
+    ));
+    let x = spec.load(&eval_files[0]);
+    let mut fp32_session = match measure::session(&fp32, 1, None) {
+        Ok(s) => s,
+        Err(e) => {
+            result.error = Some(format!("FP32 model: {e}"));
+            return result;
+        }
+    };
+    let mut kenosis_session = None;
+    let mut ort_session = None;
+    for c in &candidates {
+        let (name, target, column) = match c.slot {
+            Slot::Kenosis => ("kenosis", &mut kenosis_session, &mut result.kenosis),
+            Slot::Ort => ("ort", &mut ort_session, &mut result.ort),
+            Slot::Method(_) => continue,
+        };
+        if column.status != "ok" {
+            continue;
+        }
+        let optimized = dir.join(format!("{name}.optimized.onnx"));
+        match measure::session(&c.bytes, 1, Some(&optimized)) {
+            Ok(s) => {
+                column.conv_fusion = Some(measure::conv_fusion(&optimized));
+                *target = Some(s);
+            }
+            Err(e) => {
+                column.status = "failed".into();
+                column.error = Some(format!("session: {e}"));
+            }
+        }
+    }
+    let mut sessions: Vec<&mut ort::session::Session> = vec![&mut fp32_session];
+    let k = kenosis_session.as_mut().map(|s| {
+        sessions.push(s);
+        sessions.len() - 1
+    });
+    let o = ort_session.as_mut().map(|s| {
+        sessions.push(s);
+        sessions.len() - 1
+    });
+    match measure::latency(&mut sessions, &x, ctx.warmup, ctx.runs) {
+        Ok(l) => {
+            result.fp32.latency = Some(l[0]);
+            let base = l[0].median_ms;
+            if let Some(i) = k {
+                result.kenosis.latency = Some(l[i]);
+                result.kenosis.speedup_vs_fp32 = Some(base / l[i].median_ms);
+            }
+            if let Some(i) = o {
+                result.ort.latency = Some(l[i]);
+                result.ort.speedup_vs_fp32 = Some(base / l[i].median_ms);
+            }
+            if let (Some(a), Some(b)) = (k, o) {
+                result.kenosis_over_ort_latency = Some(l[a].median_ms / l[b].median_ms);
+            }
+            ctx.log(format!(
+                "latency ms: FP32 {:.2}, Kenosis {}, ORT {}",
+                base,
+                k.map_or("—".into(), |i| format!("{:.2}", l[i].median_ms)),
+                o.map_or("—".into(), |i| format!("{:.2}", l[i].median_ms)),
+            ));
+        }
+        Err(e) => result.error = Some(format!("latency: {e}")),
+    }
+    result.seconds = started.elapsed().as_secs_f64();
+    result
+}
+
+fn describe(f: &Fidelity) -> String {
+    format!(
+        "top-1 {}, cosine mean {:.4} min {:.4} ({} images)",
+        f.top1_agreement
+            .map_or("n/a".into(), |t| format!("{:.1}%", t * 100.0)),
+        f.mean_cosine,
+        f.min_cosine,
+        f.images
+    )
+}
+
+fn assign_fidelity(result: &mut ModelResult, slot: Slot, f: Result<Fidelity, String>) {
+    let (status, error, fidelity) = match slot {
+        Slot::Kenosis => (
+            &mut result.kenosis.status,
+            &mut result.kenosis.error,
+            &mut result.kenosis.fidelity,
+        ),
+        Slot::Ort => (
+            &mut result.ort.status,
+            &mut result.ort.error,
+            &mut result.ort.fidelity,
+        ),
+        Slot::Method(i) => {
+            let Some(r) = result.methods.iter_mut().find(|r| r.method == METHODS[i].name()) else {
+                return;
+            };
+            (&mut r.status, &mut r.error, &mut r.fidelity)
+        }
+    };
+    match f {
+        Ok(f) => *fidelity = Some(f),
+        Err(e) => {
+            *status = "failed".into();
+            *error = Some(format!("inference: {e}"));
+        }
+    }
+}
+
+/// Quantizes with Kenosis, timing it; the result column and the bytes on success.
+fn kenosis_quantize(
+    ctx: &Ctx,
+    path: &Path,
+    fp32: &[u8],
+    calib: &kenosis_build::calibrate::CalibrationData,
+    options: &QuantizeOptions,
+) -> (QuantResult, Option<Vec<u8>>) {
+    ctx.log(format!("Kenosis quantize ({})", options.method.name()));
+    let t = Instant::now();
+    let q = quantize(path, fp32, &Calibration::Data(calib.clone()), options);
+    let seconds = t.elapsed().as_secs_f64();
+    match q {
+        Ok(q) => {
+            ctx.log(format!("Kenosis: {seconds:.1} s"));
+            let per_op: Vec<String> = q
+                .report
+                .ops_quantized
+                .iter()
+                .map(|(op, n)| format!("{n} {op}"))
+                .collect();
+            let mut notes = vec![format!("quantized: {}", per_op.join(", "))];
+            if !q.report.nodes_fp32.is_empty() {
+                notes.push(format!(
+                    "{} quantizable node(s) left FP32",
+                    q.report.nodes_fp32.len()
+                ));
+            }
+            let r = QuantResult {
+                status: "ok".into(),
+                size_bytes: Some(q.bytes.len()),
+                quantize_seconds: Some(seconds),
+                notes,
+                ..Default::default()
+            };
+            (r, Some(q.bytes))
+        }
+        Err(e) => {
+            let e = e.to_string();
+            ctx.log(format!("Kenosis failed: {e}"));
+            (QuantResult::failed(e), None)
+        }
+    }
+}

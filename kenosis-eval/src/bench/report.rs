@@ -1,0 +1,305 @@
+//! The benchmark's results: serialized to `bench.json`, rendered to `bench.md`.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::measure::{ConvFusion, Fidelity, Latency};
+
+#[derive(Debug, Serialize)]
+pub struct Bench {
+    /// The command line.
+    pub command: Vec<String>,
+    pub quick: bool,
+    /// ONNX Runtime's build string.
+    pub onnxruntime: String,
+    pub cpu: Option<String>,
+    pub logical_cpus: usize,
+    pub calibration_images: usize,
+    /// Worker threads (each with 1-thread sessions) of the fidelity pass.
+    pub fidelity_threads: usize,
+    pub latency_setup: LatencySetup,
+    /// Kenosis's default calibration method (`QuantizeOptions::default()`).
+    pub default_method: String,
+    pub ort_quantizer: OrtQuantizerSetup,
+    pub models: Vec<ModelResult>,
+    pub total_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LatencySetup {
+    pub warmup_rounds: usize,
+    pub runs: usize,
+    pub intra_op_threads: usize,
+    pub optimization_level: &'static str,
+    pub input: &'static str,
+    pub order: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OrtQuantizerSetup {
+    pub available: bool,
+    pub python: Option<PathBuf>,
+    pub settings: &'static str,
+    /// Why the column is missing, when it is.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelResult {
+    pub model: &'static str,
+    pub file: &'static str,
+    pub image_set: &'static str,
+    pub preprocessing: &'static str,
+    /// What "agreement" means for this model.
+    pub metric: &'static str,
+    pub calibration_images: usize,
+    pub evaluation_images: usize,
+    pub fp32: Fp32Result,
+    pub kenosis: QuantResult,
+    pub ort: QuantResult,
+    /// Kenosis INT8 median latency / ORT-quantizer INT8 median latency (< 1: Kenosis faster).
+    pub kenosis_over_ort_latency: Option<f64>,
+    /// Kenosis with each calibration method (fidelity only; latency is for the default).
+    pub methods: Vec<MethodResult>,
+    /// Errors outside any one column (e.g. the FP32 model failing to run).
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fp32Result {
+    pub size_bytes: usize,
+    /// `Conv` nodes in the FP32 file.
+    pub convs: usize,
+    pub latency: Option<Latency>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct QuantResult {
+    /// `ok`, `failed` or `skipped`.
+    pub status: String,
+    /// The error text, verbatim.
+    pub error: Option<String>,
+    pub artifact: Option<PathBuf>,
+    pub size_bytes: Option<usize>,
+    pub quantize_seconds: Option<f64>,
+    pub fidelity: Option<Fidelity>,
+    pub latency: Option<Latency>,
+    /// FP32 median latency / INT8 median latency.
+    pub speedup_vs_fp32: Option<f64>,
+    pub conv_fusion: Option<ConvFusion>,
+    /// Extra facts (ORT: the script's steps; Kenosis: quantized op counts, FP32 nodes).
+    pub notes: Vec<String>,
+}
+
+impl QuantResult {
+    pub fn failed(error: String) -> Self {
+        Self {
+            status: "failed".into(),
+            error: Some(error),
+            ..Default::default()
+        }
+    }
+    pub fn skipped(reason: &str) -> Self {
+        Self {
+            status: "skipped".into(),
+            error: Some(reason.into()),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodResult {
+    pub method: String,
+    pub is_default: bool,
+    pub status: String,
+    pub error: Option<String>,
+    pub quantize_seconds: Option<f64>,
+    pub fidelity: Option<Fidelity>,
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0))
+}
+fn cos(f: &Option<Fidelity>) -> String {
+    f.map_or("—".into(), |f| format!("{:.4} / {:.4}", f.mean_cosine, f.min_cosine))
+}
+fn top1(r: &QuantResult) -> String {
+    match &r.fidelity {
+        Some(f) => pct(f.top1_agreement),
+        None => "—".into(),
+    }
+}
+fn ms(l: &Option<Latency>) -> String {
+    l.map_or("—".into(), |l| format!("{:.2}", l.median_ms))
+}
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:.2}x"))
+}
+fn mb(b: Option<usize>) -> String {
+    b.map_or("—".into(), |b| format!("{:.2}", b as f64 / 1e6))
+}
+fn secs(s: Option<f64>) -> String {
+    s.map_or("—".into(), |s| format!("{s:.1}"))
+}
+fn fusion(c: &Option<ConvFusion>) -> String {
+    c.as_ref().map_or("—".into(), |c| {
+        format!(
+            "{} ({} QLinearConv, {} float)",
+            if c.all_fused { "yes" } else { "**no**" },
+            c.qlinear_conv,
+            c.float_conv
+        )
+    })
+}
+/// One table cell: no pipes or newlines.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+impl Bench {
+    /// The report as Markdown: fidelity, speed, size/time and method tables, then errors.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let w = &mut s;
+        let _ = writeln!(w, "# Kenosis benchmark{}\n", if self.quick { " (--quick)" } else { "" });
+        let _ = writeln!(
+            w,
+            "ONNX Runtime: {}. CPU: {} ({} logical). Calibration: first {} images (sorted) of \
+             each set; evaluation: the images after them. Latency: median of {} interleaved \
+             runs after {} warm-up rounds, 1 intra-op thread, ORT_ENABLE_ALL, one fixed input \
+             (the first evaluation image). Total time {:.0} s.\n",
+            self.onnxruntime.lines().next().unwrap_or(""),
+            self.cpu.as_deref().unwrap_or("unknown"),
+            self.logical_cpus,
+            self.calibration_images,
+            self.latency_setup.runs,
+            self.latency_setup.warmup_rounds,
+            self.total_seconds
+        );
+        let _ = writeln!(w, "ORT quantizer column: {}.", self.ort_quantizer.settings);
+        if let Some(note) = &self.ort_quantizer.note {
+            let _ = writeln!(w, "\n**ORT quantizer not available:** {note}");
+        }
+
+        let _ = writeln!(w, "\n## Fidelity vs FP32\n");
+        let _ = writeln!(
+            w,
+            "| model | eval images | Kenosis top-1 | Kenosis cosine mean / min | ORT top-1 | ORT cosine mean / min |"
+        );
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|");
+        for m in &self.models {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} |",
+                m.model,
+                m.evaluation_images,
+                top1(&m.kenosis),
+                cos(&m.kenosis.fidelity),
+                top1(&m.ort),
+                cos(&m.ort.fidelity)
+            );
+        }
+
+        let _ = writeln!(w, "\n## Latency (ms, median, 1 thread)\n");
+        let _ = writeln!(
+            w,
+            "| model | FP32 | Kenosis INT8 | ORT INT8 | Kenosis speedup | ORT speedup | Kenosis / ORT latency |"
+        );
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+        for m in &self.models {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                m.model,
+                ms(&m.fp32.latency),
+                ms(&m.kenosis.latency),
+                ms(&m.ort.latency),
+                ratio(m.kenosis.speedup_vs_fp32),
+                ratio(m.ort.speedup_vs_fp32),
+                m.kenosis_over_ort_latency
+                    .map_or("—".into(), |v| format!("{v:.2}"))
+            );
+        }
+
+        let _ = writeln!(w, "\n## Size, quantization time, Conv fusion\n");
+        let _ = writeln!(
+            w,
+            "| model | FP32 MB | Kenosis MB | ORT MB | Kenosis quantize s | ORT quantize s | FP32 Convs | Kenosis: all Convs fused | ORT: all Convs fused |"
+        );
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---|---|");
+        for m in &self.models {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                m.model,
+                mb(Some(m.fp32.size_bytes)),
+                mb(m.kenosis.size_bytes),
+                mb(m.ort.size_bytes),
+                secs(m.kenosis.quantize_seconds),
+                secs(m.ort.quantize_seconds),
+                m.fp32.convs,
+                fusion(&m.kenosis.conv_fusion),
+                fusion(&m.ort.conv_fusion)
+            );
+        }
+
+        let with_methods: Vec<&ModelResult> =
+            self.models.iter().filter(|m| !m.methods.is_empty()).collect();
+        if !with_methods.is_empty() {
+            let _ = writeln!(w, "\n## Kenosis calibration methods (fidelity)\n");
+            let _ = writeln!(
+                w,
+                "| model | method | top-1 | cosine mean / min | quantize s |"
+            );
+            let _ = writeln!(w, "|---|---|---:|---:|---:|");
+            for m in with_methods {
+                for r in &m.methods {
+                    let name = if r.is_default {
+                        format!("{} (default)", r.method)
+                    } else {
+                        r.method.clone()
+                    };
+                    let (t, c) = match (&r.fidelity, &r.error) {
+                        (Some(f), _) => (pct(f.top1_agreement), cos(&Some(*f))),
+                        (None, Some(e)) => ("failed".into(), cell(e)),
+                        _ => ("—".into(), "—".into()),
+                    };
+                    let _ = writeln!(
+                        w,
+                        "| {} | {} | {} | {} | {} |",
+                        m.model,
+                        name,
+                        t,
+                        c,
+                        secs(r.quantize_seconds)
+                    );
+                }
+            }
+        }
+
+        let _ = writeln!(w, "\n## Notes\n");
+        for m in &self.models {
+            let _ = writeln!(
+                w,
+                "- **{}** ({}): {}; metric: {}; {} calibration / {} evaluation images.",
+                m.model, m.file, m.preprocessing, m.metric, m.calibration_images, m.evaluation_images
+            );
+            if let Some(e) = &m.error {
+                let _ = writeln!(w, "  - error: `{}`", cell(e));
+            }
+            for (name, r) in [("Kenosis", &m.kenosis), ("ORT quantizer", &m.ort)] {
+                if let Some(e) = &r.error {
+                    let _ = writeln!(w, "  - {name} {}: `{}`", r.status, cell(e));
+                }
+                if !r.notes.is_empty() {
+                    let _ = writeln!(w, "  - {name}: {}", r.notes.join("; "));
+                }
+            }
+        }
+        s
+    }
+}
