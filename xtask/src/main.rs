@@ -6,6 +6,7 @@
 //! To add a command: add a module under `commands/`, a variant to [`Command`] and one arm
 //! to the `match` in [`run`].
 
+mod bench;
 mod cargo;
 mod commands;
 mod ort;
@@ -31,6 +32,7 @@ enum Command {
     SetupOrt(commands::setup_ort::Args),
     Demo(commands::demo::Args),
     Test(commands::test::Args),
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::SetupOrt(args) => commands::setup_ort::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Test(args) => commands::test::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

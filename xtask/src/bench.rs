@@ -1,0 +1,142 @@
+//! `cargo xtask bench [--quick] [--models A,B] [-- BENCH ARGS]`: Kenosis INT8 against FP32
+//! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
+//! and `target/bench/bench.md`.
+//!
+//! The ORT-quantizer column runs `onnxruntime.quantization.quantize_static` in a Python venv
+//! at `target/bench-venv`, created and filled with `pip` when missing. Without Python or
+//! PyPI the bench still runs, without that column, and the report says why.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{cargo, ort};
+
+/// What the ORT-quantizer script needs (onnxruntime pinned to the version the Rust side uses).
+const REQUIRED: [&str; 3] = ["onnxruntime==1.31.1", "onnx", "numpy"];
+/// Checks that [`REQUIRED`] is installed.
+const REQUIRED_CHECK: &str = "import onnx, numpy, onnxruntime as o; \
+                              assert o.__version__ == '1.31.1', o.__version__";
+/// Optional: `quant_pre_process` (symbolic shape inference) needs it; the script goes on
+/// without pre-processing when it is missing.
+const OPTIONAL: &str = "sympy";
+
+/// Benchmark Kenosis INT8 against FP32 and ONNX Runtime's quantizer (fidelity, latency, size,
+/// quantization time); writes target/bench/bench.json and bench.md
+#[derive(clap::Args)]
+pub struct Args {
+    /// Fewer evaluation images (100) and latency runs (20)
+    #[arg(long)]
+    quick: bool,
+    /// Models to run, comma-separated: efficientnet-lite0, squeezenet1.0, yolox-nano
+    /// (default: all)
+    #[arg(long, value_name = "A,B")]
+    models: Option<String>,
+    /// More arguments for the bench binary, after `--` (see `cargo xtask bench -- --help`)
+    #[arg(last = true, value_name = "BENCH ARGS")]
+    args: Vec<OsString>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let root = crate::workspace_root();
+    let ort = ort::ensure(&ort::default_lib_dir(&root))?;
+    let mut cmd = cargo::command(&ort);
+    cmd.args([
+        "run",
+        "--release",
+        "--package",
+        "kenosis-eval",
+        "--bin",
+        "bench",
+        "--",
+    ]);
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    if let Some(models) = &args.models {
+        cmd.arg("--models").arg(models);
+    }
+    match python_venv(&root.join("target").join("bench-venv")) {
+        Ok(python) => {
+            cmd.arg("--python").arg(python);
+        }
+        Err(err) => {
+            eprintln!("xtask: warning: the bench runs without the ORT-quantizer column: {err:#}");
+            cmd.arg("--no-ort-quantizer").arg(format!("{err:#}"));
+        }
+    }
+    cmd.args(args.args);
+    cargo::run(cmd)
+}
+
+/// The venv's Python, creating the venv and installing [`REQUIRED`] (and [`OPTIONAL`]) first
+/// when needed.
+fn python_venv(venv: &Path) -> Result<PathBuf> {
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        eprintln!("xtask: creating a Python venv at {}", venv.display());
+        let status = Command::new("python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(venv)
+            .status()
+            .context("starting python3 (needed for the ORT-quantizer column)")?;
+        if !status.success() {
+            bail!("`python3 -m venv {}` failed: {status}", venv.display());
+        }
+    }
+    if !python_ok(&python, REQUIRED_CHECK) {
+        eprintln!(
+            "xtask: installing {} into {}",
+            REQUIRED.join(" "),
+            venv.display()
+        );
+        pip_install(&python, &REQUIRED)?;
+        if !python_ok(&python, REQUIRED_CHECK) {
+            bail!(
+                "{} still cannot import {} after installing them",
+                python.display(),
+                REQUIRED.join(", ")
+            );
+        }
+    }
+    if !python_ok(&python, &format!("import {OPTIONAL}")) {
+        eprintln!("xtask: installing {OPTIONAL} (for ORT's quant_pre_process)");
+        if let Err(err) = pip_install(&python, &[OPTIONAL]) {
+            eprintln!(
+                "xtask: warning: {err:#}; ORT's quantizer will run without quant_pre_process"
+            );
+        }
+    }
+    Ok(python)
+}
+
+/// Whether `python -c code` succeeds.
+fn python_ok(python: &Path, code: &str) -> bool {
+    Command::new(python)
+        .args(["-c", code])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn pip_install(python: &Path, packages: &[&str]) -> Result<()> {
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(packages)
+        .status()
+        .with_context(|| format!("starting {} -m pip", python.display()))?;
+    if !status.success() {
+        bail!("`pip install {}` failed: {status}", packages.join(" "));
+    }
+    Ok(())
+}
