@@ -7,6 +7,7 @@
 fn main() {
     kenosis_build::Config::new()
         .model("fixtures/tiny/tiny_conv.onnx")
+        .model("fixtures/tiny/tiny_io.onnx")
         .compile()
         .expect("kenosis: quantizing the test fixtures failed");
 }

@@ -306,6 +306,7 @@ impl Config {
             report_path,
             inputs: report.inputs,
             outputs: report.outputs,
+            options: String::new(),
         })
     }
 }

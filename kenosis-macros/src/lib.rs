@@ -7,42 +7,65 @@ use std::env;
 use std::path::{Path, PathBuf};
 
 use kenosis_manifest::{ElementType, Manifest, ManifestError, ModelEntry, TensorInfo};
+use kenosis_options::Invocation;
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::quote;
-use syn::ext::IdentExt;
-use syn::parse::{Parse, ParseStream};
-use syn::{Ident, LitStr, Token};
+use syn::{Ident, LitStr};
 
 /// Environment variable that, when set at compile time, replaces `CARGO_MANIFEST_DIR` as the
 /// directory relative model paths are resolved against (for test harnesses like `trybuild`).
 const BASE_DIR_OVERRIDE: &str = "KENOSIS_MANIFEST_DIR";
 
-/// Embeds an ONNX model that this crate's `build.rs` quantized to INT8 with `kenosis-build`,
-/// and evaluates to a `&'static kenosis_runtime::EmbeddedModel`.
+/// Embeds an ONNX model quantized to INT8 at build time by `kenosis-build`, with a typed `run`.
 ///
 /// ```ignore
-/// let model: &'static kenosis_runtime::EmbeddedModel =
-///     kenosis_runtime::include_quantized!("models/net.onnx");
-/// let outputs = model.run([input.view()])?;
+/// // build.rs: `fn main() { kenosis_build::discover().expect("kenosis"); }`
+/// let net = kenosis_runtime::include_quantized!("models/net.onnx", per_channel = false);
+/// let logits: ndarray::Array2<f32> = net.run(image.view())?;     // typed, checked at compile time
+/// let outputs = net.untyped().run([image.view()])?;              // untyped EmbeddedModel::run
+///
+/// // Item form: nameable types (needed to build the inputs struct of a multi-input model).
+/// kenosis_runtime::include_quantized!(pub struct Pair = "models/pair.onnx");
+/// let out = Pair.run(PairInputs { a: a.view(), b: b.view() })?;  // out: PairOutputs
 /// ```
 ///
-/// The argument is a string literal: the path of the FP32 ONNX model exactly as registered with
-/// `kenosis_build::Config::model` in `build.rs`, relative to the crate root
-/// (`CARGO_MANIFEST_DIR`) or absolute. Both sides canonicalize the path, so `"models/net.onnx"`
-/// and `"./models/net.onnx"` name the same model.
+/// # Arguments
+/// A string literal, the path of the FP32 ONNX model relative to the crate root
+/// (`CARGO_MANIFEST_DIR`) or absolute, then optional `key = value` options (`calibration`,
+/// `method`, `per_channel`, `reduce_range`, `bias_correction`, `min_cosine`,
+/// `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate for the
+/// grammar). `kenosis_build::discover()` in `build.rs` finds every call and quantizes each
+/// model with its call site's options; the macro embeds the artifact built with exactly
+/// those options. The item form `vis struct Name = "path", options...` declares the wrapper
+/// type `Name` (plus `NameInputs<'a>` for several inputs and `NameOutputs` for several
+/// outputs) in the surrounding module instead of returning a value.
 ///
-/// The macro finds the model in the manifest `kenosis-build` wrote to `OUT_DIR`
-/// (`kenosis-manifest.json`) and expands to a block holding a `static EmbeddedModel` with the
-/// INT8 QDQ artifact's bytes (`include_bytes!`) and the model's input and output names, element
-/// types and shapes as compile-time data. The manifest is `include_bytes!`'d too, so the crate
-/// is recompiled whenever the build script rewrites it.
+/// # What it expands to
+/// The expression form evaluates to a `&'static` reference to a generated zero-sized wrapper
+/// that derefs to [`EmbeddedModel`] (so `bytes()`, `inputs()`, ... work, and
+/// `let m: &'static EmbeddedModel = include_quantized!(...)` still compiles) and has:
+/// - `const fn untyped(&self) -> &'static EmbeddedModel`;
+/// - `fn run(&self, ...)`, typed from the build-time manifest: one input is taken as
+///   `ArrayView<'a, T, IxN>` of the input's element type and rank, several as a
+///   generated struct with one `ArrayView` field per input (named after the ONNX input,
+///   sanitized to an identifier); one output is returned as `Array<T, IxN>`, several as a
+///   struct with one field per output. A wrong element type or rank does not compile; a wrong
+///   static dimension is `Error::InputShape` naming the input, expected and actual shape.
+///   Models with an input or output type other than `f32`, `i64`, `i32`, `u8`, `i8`, `bool`
+///   get no typed `run` (use `untyped().run`).
+///
+/// The generated wrapper's rustdoc shows its `run` signature for the model at hand.
+///
+/// The artifact and the manifest are `include_bytes!`'d, so the crate is recompiled whenever
+/// the build script rewrites them.
 ///
 /// # Compile errors
-/// - the argument is not a string literal, or is followed by anything but a comma (no
-///   `key = value` options exist yet; any option is an error);
+/// - the argument is not a string literal, an option is unknown, repeated or has a bad value
+///   (spanned at the option);
 /// - the model file does not exist (the error shows the resolved path);
-/// - the model was not quantized by this crate's build script (no build script, or the model is
-///   not registered in it): the error shows the `Cargo.toml` and `build.rs` lines to add;
+/// - the model was not quantized by this crate's build script (no build script, or one that
+///   neither discovers call sites nor registers the model): the error shows what to add;
+/// - the build script quantized the model with other options than this call site's;
 /// - the manifest is unreadable or from another Kenosis version.
 ///
 /// # Paths in test harnesses
@@ -51,53 +74,19 @@ const BASE_DIR_OVERRIDE: &str = "KENOSIS_MANIFEST_DIR";
 /// a crate's test sources inside a generated package, whose `CARGO_MANIFEST_DIR` is not the
 /// crate the sources (and their models) belong to; the override lets such tests use the same
 /// relative paths as the crate. Normal builds should not set it.
+///
+/// [`EmbeddedModel`]: https://docs.rs/kenosis-runtime/latest/kenosis_runtime/struct.EmbeddedModel.html
 #[proc_macro]
 pub fn include_quantized(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
-    let args = syn::parse_macro_input!(input as Args);
+    let args = syn::parse_macro_input!(input as Invocation);
     expand(&args)
         .unwrap_or_else(syn::Error::into_compile_error)
         .into()
 }
 
-/// `"path/to/model.onnx"` followed by an optional comma.
-struct Args {
-    path: LitStr,
-}
-
-impl Parse for Args {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        const USAGE: &str =
-            "include_quantized! expects a string literal with the path of an FP32 ONNX model \
-             registered in build.rs, e.g. `include_quantized!(\"models/net.onnx\")`";
-        if input.is_empty() {
-            return Err(input.error(USAGE));
-        }
-        if !input.peek(LitStr) {
-            let span = input
-                .cursor()
-                .token_tree()
-                .map_or_else(Span::call_site, |(tt, _)| tt.span());
-            return Err(syn::Error::new(span, USAGE));
-        }
-        let path: LitStr = input.parse()?;
-        if input.is_empty() {
-            return Ok(Self { path });
-        }
-        input.parse::<Token![,]>()?;
-        if input.is_empty() {
-            return Ok(Self { path });
-        }
-        // Reserved for future `key = value` options; none exist yet.
-        let key = input.call(Ident::parse_any)?;
-        Err(syn::Error::new(
-            key.span(),
-            format!("unknown include_quantized! option `{key}` (no options are supported yet)"),
-        ))
-    }
-}
-
-fn expand(args: &Args) -> syn::Result<TokenStream> {
+fn expand(args: &Invocation) -> syn::Result<TokenStream> {
     let lit = &args.path;
+    let options = args.options.canonical();
     let error = |message: String| syn::Error::new(lit.span(), message);
     let written = lit.value();
 
@@ -150,7 +139,24 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
         }
         Err(e) => return Err(error(format!("kenosis: {e}"))),
     };
-    let Some(entry) = manifest.find(&source_path) else {
+    let Some(entry) = manifest.find_with_options(&source_path, &options) else {
+        if let Some(other) = manifest.find(&source_path) {
+            let show = |o: &str| {
+                if o.is_empty() {
+                    "no options".to_owned()
+                } else {
+                    format!("`{o}`")
+                }
+            };
+            return Err(error(format!(
+                "kenosis: the build script quantized `{written}` with {}, but this call asks \
+                 for {}; the embedded artifact must be built with the call site's options. \
+                 Use `kenosis_build::discover()` in build.rs so that it reads the options from \
+                 the call sites, or make both the same",
+                show(&other.options),
+                show(&options)
+            )));
+        }
         let registered = if manifest.models.is_empty() {
             "no models".to_owned()
         } else {
@@ -177,7 +183,7 @@ fn expand(args: &Args) -> syn::Result<TokenStream> {
         )));
     }
 
-    generate(lit, entry, &manifest_path).map_err(error)
+    generate(args, entry, &manifest_path).map_err(error)
 }
 
 /// The directory relative model paths are resolved against, and the variable it came from.
@@ -205,38 +211,351 @@ fn not_quantized(written: &str, reason: &str) -> String {
          [build-dependencies]\n\
          kenosis-build = \"{version}\"\n\
          \n\
-         and register the model in build.rs:\n\
+         and let build.rs find every include_quantized! call of the crate:\n\
          \n\
          // build.rs\n\
          fn main() {{\n\
-         \x20   kenosis_build::Config::new()\n\
-         \x20       .model({written:?})\n\
-         \x20       .compile()\n\
-         \x20       .expect(\"kenosis: quantization failed\");\n\
-         }}"
+         \x20   kenosis_build::discover().expect(\"kenosis: quantization failed\");\n\
+         }}\n\
+         \n\
+         (or register it explicitly: kenosis_build::Config::new().model({written:?}).compile())"
     )
 }
 
-fn generate(lit: &LitStr, entry: &ModelEntry, manifest_path: &Path) -> Result<TokenStream, String> {
+/// The wrapper type, its `untyped()` model, the typed `run` and the docs showing it.
+fn generate(
+    args: &Invocation,
+    entry: &ModelEntry,
+    manifest_path: &Path,
+) -> Result<TokenStream, String> {
+    let lit = &args.path;
     let manifest = path_literal(manifest_path)?;
     let artifact = path_literal(&entry.artifact_path)?;
     let inputs = entry.inputs.iter().map(tensor_info);
     let outputs = entry.outputs.iter().map(tensor_info);
-    Ok(quote! {
-        {
-            // Recompile when kenosis-build rewrites its manifest.
-            const _: &[u8] = ::core::include_bytes!(#manifest);
-            const INPUTS: &[::kenosis_runtime::TensorInfo] = &[#(#inputs),*];
-            const OUTPUTS: &[::kenosis_runtime::TensorInfo] = &[#(#outputs),*];
-            static MODEL: ::kenosis_runtime::EmbeddedModel = ::kenosis_runtime::EmbeddedModel::__from_macro(
-                #lit,
-                ::core::include_bytes!(#artifact),
-                INPUTS,
-                OUTPUTS,
-            );
-            &MODEL
+    let (vis, name) = match &args.item {
+        Some(item) => (item.vis.clone(), item.ident.clone()),
+        None => (
+            syn::Visibility::Inherited,
+            Ident::new("__KenosisModel", Span::call_site()),
+        ),
+    };
+    let typed = typed_run(&vis, &name, entry);
+    let options = if entry.options.is_empty() {
+        "none".to_owned()
+    } else {
+        format!("`{}`", entry.options)
+    };
+    let doc = format!(
+        " INT8 model quantized at build time by kenosis-build from `{}` (call-site options: \
+         {options}).\n\n Derefs to the untyped `kenosis_runtime::EmbeddedModel` (also returned \
+         by `untyped()`).\n\n{}",
+        entry.source, typed.doc
+    );
+    let extra_items = &typed.items;
+    let run = &typed.run;
+    let items = quote! {
+        // Recompile when kenosis-build rewrites its manifest.
+        const _: &[u8] = ::core::include_bytes!(#manifest);
+
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #name;
+
+        #extra_items
+
+        impl #name {
+            /// The untyped model: bytes, input/output metadata, session control and
+            /// `EmbeddedModel::run` with dynamically typed inputs.
+            #vis const fn untyped(&self) -> &'static ::kenosis_runtime::EmbeddedModel {
+                const INPUTS: &[::kenosis_runtime::TensorInfo] = &[#(#inputs),*];
+                const OUTPUTS: &[::kenosis_runtime::TensorInfo] = &[#(#outputs),*];
+                static MODEL: ::kenosis_runtime::EmbeddedModel =
+                    ::kenosis_runtime::EmbeddedModel::__from_macro(
+                        #lit,
+                        ::core::include_bytes!(#artifact),
+                        INPUTS,
+                        OUTPUTS,
+                    );
+                &MODEL
+            }
+
+            #run
         }
+
+        impl ::core::ops::Deref for #name {
+            type Target = ::kenosis_runtime::EmbeddedModel;
+            fn deref(&self) -> &::kenosis_runtime::EmbeddedModel {
+                self.untyped()
+            }
+        }
+    };
+    Ok(if args.item.is_some() {
+        items
+    } else {
+        quote! {{
+            #items
+            &#name
+        }}
     })
+}
+
+/// Generated typed-run pieces.
+struct Typed {
+    /// Inputs/outputs structs.
+    items: TokenStream,
+    /// The `run` method (empty if a type is not supported).
+    run: TokenStream,
+    /// Markdown describing the signature.
+    doc: String,
+}
+
+/// Rust element type for an ONNX element type `run` can pass or return.
+fn typed_element(dtype: ElementType) -> Option<TokenStream> {
+    Some(match dtype {
+        ElementType::F32 => quote!(f32),
+        ElementType::I64 => quote!(i64),
+        ElementType::I32 => quote!(i32),
+        ElementType::U8 => quote!(u8),
+        ElementType::I8 => quote!(i8),
+        ElementType::Bool => quote!(bool),
+        _ => return None,
+    })
+}
+
+/// `ndarray` dimension type for a rank, and its short name for docs.
+fn dimension(rank: usize) -> (TokenStream, String) {
+    if rank <= 6 {
+        let ix = Ident::new(&format!("Ix{rank}"), Span::call_site());
+        (quote!(::kenosis_runtime::ndarray::#ix), format!("Ix{rank}"))
+    } else {
+        (
+            quote!(::kenosis_runtime::ndarray::IxDyn),
+            "IxDyn".to_owned(),
+        )
+    }
+}
+
+/// ONNX value names as Rust field identifiers: other characters become `_`, a leading digit
+/// gets a `_` prefix, keywords become raw identifiers (`self`-like ones get a `_` suffix), and
+/// duplicates get `_2`, `_3`, ....
+fn field_names(infos: &[TensorInfo]) -> Vec<Ident> {
+    let mut used: Vec<String> = Vec::new();
+    infos
+        .iter()
+        .map(|info| {
+            let mut name: String = info
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+                name.insert(0, '_');
+            }
+            if name == "_" || matches!(name.as_str(), "self" | "Self" | "super" | "crate") {
+                name.push('_');
+            }
+            let base = name.clone();
+            let mut n = 2;
+            while used.contains(&name) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            used.push(name.clone());
+            match syn::parse_str::<Ident>(&name) {
+                Ok(ident) => ident,
+                Err(_) => Ident::new_raw(&name, Span::call_site()),
+            }
+        })
+        .collect()
+}
+
+/// `f32[1, 3, ?, ?]`.
+fn shape_text(info: &TensorInfo) -> String {
+    let dims: Vec<String> = info
+        .shape
+        .iter()
+        .map(|d| d.map_or("?".to_owned(), |d| d.to_string()))
+        .collect();
+    format!("{}[{}]", info.dtype.rust_name(), dims.join(", "))
+}
+
+/// The typed `run`, its inputs/outputs structs and the signature as documentation.
+fn typed_run(vis: &syn::Visibility, name: &Ident, entry: &ModelEntry) -> Typed {
+    let all_supported = entry
+        .inputs
+        .iter()
+        .chain(&entry.outputs)
+        .all(|t| typed_element(t.dtype).is_some());
+    if !all_supported || entry.inputs.is_empty() || entry.outputs.is_empty() {
+        return Typed {
+            items: TokenStream::new(),
+            run: TokenStream::new(),
+            doc: " This model has an input or output type the typed `run` does not support; \
+                  use `untyped().run([...])`."
+                .to_owned(),
+        };
+    }
+    let nd = quote!(::kenosis_runtime::ndarray);
+    let source = LitStr::new(&entry.source, Span::call_site());
+    let in_fields = field_names(&entry.inputs);
+    let out_fields = field_names(&entry.outputs);
+    let elem = |info: &TensorInfo| typed_element(info.dtype).expect("checked above");
+    let view_ty = |info: &TensorInfo| {
+        let (t, (d, _)) = (elem(info), dimension(info.shape.len()));
+        quote!(#nd::ArrayView<'a, #t, #d>)
+    };
+    let array_ty = |info: &TensorInfo| {
+        let (t, (d, _)) = (elem(info), dimension(info.shape.len()));
+        quote!(#nd::Array<#t, #d>)
+    };
+    let take = |info: &TensorInfo| {
+        let (t, (d, _)) = (elem(info), dimension(info.shape.len()));
+        let oname = LitStr::new(&info.name, Span::call_site());
+        quote!(::kenosis_runtime::__private::output::<#t, #d>(#source, &mut outputs, #oname))
+    };
+    let doc_ty = |info: &TensorInfo, view: bool| {
+        let (_, d) = dimension(info.shape.len());
+        let t = info.dtype.rust_name();
+        if view {
+            format!("ArrayView<'a, {t}, {d}>")
+        } else {
+            format!("Array<{t}, {d}>")
+        }
+    };
+    let inputs_name = Ident::new(&format!("{name}Inputs"), name.span());
+    let outputs_name = Ident::new(&format!("{name}Outputs"), name.span());
+    let mut items = TokenStream::new();
+
+    let (param, param_doc, input_values) = if entry.inputs.len() == 1 {
+        let info = &entry.inputs[0];
+        let field = &in_fields[0];
+        let ty = view_ty(info);
+        (
+            quote!(#field: #ty),
+            (
+                format!("{field}: {}", doc_ty(info, true)),
+                vec![format!(
+                    "{field}: input `{}`, {}",
+                    info.name,
+                    shape_text(info)
+                )],
+            ),
+            quote!([::kenosis_runtime::Input::from(#field)]),
+        )
+    } else {
+        let tys = entry.inputs.iter().map(view_ty);
+        let field_docs = entry.inputs.iter().map(|i| {
+            format!(
+                " Input `{}`: {} (static dimensions are checked by `run`).",
+                i.name,
+                shape_text(i)
+            )
+        });
+        let struct_doc = format!(" The inputs of `{name}::run`, one field per ONNX input.");
+        items.extend(quote! {
+            #[doc = #struct_doc]
+            #[allow(non_snake_case)]
+            #[derive(Clone, Debug)]
+            #vis struct #inputs_name<'a> {
+                #(#[doc = #field_docs] #vis #in_fields: #tys,)*
+            }
+        });
+        let notes = in_fields
+            .iter()
+            .zip(&entry.inputs)
+            .map(|(f, i)| {
+                format!(
+                    "inputs.{f}: {}: input `{}`, {}",
+                    doc_ty(i, true),
+                    i.name,
+                    shape_text(i)
+                )
+            })
+            .collect();
+        (
+            quote!(inputs: #inputs_name<'a>),
+            (format!("inputs: {inputs_name}<'a>"), notes),
+            quote!([#(::kenosis_runtime::Input::from(inputs.#in_fields)),*]),
+        )
+    };
+
+    let (ret, ret_doc, ret_value) = if entry.outputs.len() == 1 {
+        let info = &entry.outputs[0];
+        (
+            array_ty(info),
+            (
+                doc_ty(info, false),
+                vec![format!(
+                    "returns output `{}`, {}",
+                    info.name,
+                    shape_text(info)
+                )],
+            ),
+            take(info),
+        )
+    } else {
+        let tys = entry.outputs.iter().map(array_ty);
+        let field_docs = entry
+            .outputs
+            .iter()
+            .map(|o| format!(" Output `{}`: {}.", o.name, shape_text(o)));
+        let struct_doc = format!(" The outputs of `{name}::run`, one field per ONNX output.");
+        items.extend(quote! {
+            #[doc = #struct_doc]
+            #[allow(non_snake_case)]
+            #[derive(Clone, Debug, PartialEq)]
+            #vis struct #outputs_name {
+                #(#[doc = #field_docs] #vis #out_fields: #tys,)*
+            }
+        });
+        let takes = entry.outputs.iter().map(take);
+        let notes = out_fields
+            .iter()
+            .zip(&entry.outputs)
+            .map(|(f, o)| {
+                format!(
+                    "returns .{f}: {}: output `{}`, {}",
+                    doc_ty(o, false),
+                    o.name,
+                    shape_text(o)
+                )
+            })
+            .collect();
+        (
+            quote!(#outputs_name),
+            (outputs_name.to_string(), notes),
+            quote!(::core::result::Result::Ok(#outputs_name { #(#out_fields: #takes?),* })),
+        )
+    };
+    let ((param_sig, param_notes), (ret_sig, ret_notes)): ((String, Vec<String>), _) =
+        (param_doc, ret_doc);
+    let mut doc = format!(
+        "```text\nfn run<'a>(&self, {param_sig})\n    -> Result<{ret_sig}, kenosis_runtime::Error>\n"
+    );
+    for note in param_notes.iter().chain(&ret_notes) {
+        doc.push_str(&format!("// {note}\n"));
+    }
+    doc.push_str("```");
+    let run_doc = format!(
+        " Runs the model. Element types and ranks are checked at compile time, static \
+         dimensions at run time (`kenosis_runtime::Error::InputShape`).\n\n{doc}"
+    );
+    let run = quote! {
+        #[doc = #run_doc]
+        #vis fn run<'a>(&self, #param) -> ::core::result::Result<#ret, ::kenosis_runtime::Error> {
+            let outputs = self.untyped().run(#input_values)?;
+            let mut outputs = outputs.into_iter();
+            #ret_value
+        }
+    };
+    Typed { items, run, doc }
 }
 
 fn path_literal(path: &Path) -> Result<LitStr, String> {

@@ -40,6 +40,11 @@ pub struct ModelEntry {
     pub inputs: Vec<TensorInfo>,
     /// Graph outputs of the artifact, in ONNX order.
     pub outputs: Vec<TensorInfo>,
+    /// The call-site options the artifact was built with, in the canonical form of
+    /// `kenosis_options::Options::canonical` (empty for none, e.g. a model registered with
+    /// `Config::model`). `include_quantized!` embeds only an entry whose options equal its own.
+    #[serde(default)]
+    pub options: String,
 }
 
 /// Name, element type and shape of one graph input or output.
@@ -210,9 +215,16 @@ impl Manifest {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    /// The entry whose canonical FP32 source path is `source_path`.
+    /// The first entry whose canonical FP32 source path is `source_path`.
     pub fn find(&self, source_path: &Path) -> Option<&ModelEntry> {
         self.models.iter().find(|m| m.source_path == source_path)
+    }
+
+    /// The entry for `source_path` built with exactly the canonical call-site `options`.
+    pub fn find_with_options(&self, source_path: &Path, options: &str) -> Option<&ModelEntry> {
+        self.models
+            .iter()
+            .find(|m| m.source_path == source_path && m.options == options)
     }
 }
 

@@ -120,6 +120,23 @@ pub enum Error {
         actual: ElementType,
     },
 
+    /// An output of a typed wrapper made by [`include_quantized!`](crate::include_quantized)
+    /// does not have the element type or rank recorded at build time (the embedded artifact
+    /// and its manifest disagree).
+    #[error(
+        "model `{model}` output `{output}`: expected {expected}, ONNX Runtime returned {actual}"
+    )]
+    OutputMismatch {
+        /// Source label of the model.
+        model: &'static str,
+        /// Name of the graph output.
+        output: String,
+        /// Element type and rank declared at build time.
+        expected: String,
+        /// What was returned.
+        actual: String,
+    },
+
     /// A session option was changed after the session had already been created.
     #[error("model `{model}`: session options must be set before the model is first used")]
     AlreadyLoaded {

@@ -1,32 +1,34 @@
 //! Run ONNX models that Kenosis quantized to INT8 at build time and embedded in the binary.
 //!
-//! A crate's `build.rs` registers FP32 ONNX models with `kenosis-build`, which quantizes them
-//! to INT8 QDQ models in `OUT_DIR` and records them in a manifest. In the crate's code,
-//! [`include_quantized!`] embeds the quantized model (`include_bytes!`) together with its
-//! input/output metadata and yields a `&'static` [`EmbeddedModel`]:
+//! A crate's `build.rs` calls `kenosis_build::discover()`, which finds every
+//! [`include_quantized!`] call of the crate, quantizes each model to an INT8 QDQ model in
+//! `OUT_DIR` with the options written at the call site, and records them in a manifest. In
+//! the crate's code, [`include_quantized!`] embeds the quantized model (`include_bytes!`)
+//! together with its input/output metadata and yields a wrapper with a typed `run` that derefs
+//! to a `&'static` [`EmbeddedModel`]:
 //!
 //! ```ignore
 //! // build.rs
 //! fn main() {
-//!     kenosis_build::Config::new()
-//!         .model("models/net.onnx")
-//!         .compile()
-//!         .expect("kenosis: quantization failed");
+//!     kenosis_build::discover().expect("kenosis: quantization failed");
 //! }
 //! ```
 //!
 //! ```ignore
 //! // src/main.rs
-//! static NET: &kenosis_runtime::EmbeddedModel = kenosis_runtime::include_quantized!("models/net.onnx");
+//! kenosis_runtime::include_quantized!(struct Net = "models/net.onnx", method = "mse");
 //!
 //! fn main() -> Result<(), kenosis_runtime::Error> {
 //!     let x = ndarray::Array4::<f32>::zeros((1, 3, 224, 224));
-//!     let outputs = NET.run([x.view()])?;
-//!     let logits = outputs[0].as_f32().expect("f32 logits");
+//!     let logits: ndarray::Array2<f32> = Net.run(x.view())?;   // typed from the manifest
 //!     println!("{logits}");
+//!     let outputs = Net.untyped().run([x.view()])?;            // untyped
 //!     Ok(())
 //! }
 //! ```
+//!
+//! A `static` of the untyped model: `static NET: &EmbeddedModel =
+//! include_quantized!("models/net.onnx").untyped();`.
 //!
 //! [`EmbeddedModel::from_static_bytes`] wraps any other ONNX model compiled into the binary,
 //! for example the FP32 original, to compare it with the quantized one.
@@ -39,6 +41,7 @@
 mod error;
 mod io;
 mod model;
+mod typed;
 
 pub use kenosis_macros::include_quantized;
 
@@ -46,6 +49,16 @@ pub use error::Error;
 pub use io::{Input, Output, Outputs, TensorInfo};
 pub use kenosis_manifest::ElementType;
 pub use model::{set_environment, EmbeddedModel};
+
+/// The `ndarray` crate the typed `run` of [`include_quantized!`] wrappers takes and returns
+/// arrays of (the same version as `kenosis-runtime`'s own).
+pub use ndarray;
+
+/// Used by the code [`include_quantized!`] generates. Not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::typed::{output, OutputElement};
+}
 
 /// The `ort` crate this runtime is built on, for [`set_environment`] and
 /// [`EmbeddedModel::with_session`].

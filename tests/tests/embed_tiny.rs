@@ -5,7 +5,7 @@
 use kenosis_runtime::{include_quantized, ElementType, EmbeddedModel, TensorInfo};
 use ndarray::{Array4, ArrayD};
 
-static QUANTIZED: &EmbeddedModel = include_quantized!("fixtures/tiny/tiny_conv.onnx");
+static QUANTIZED: &EmbeddedModel = include_quantized!("fixtures/tiny/tiny_conv.onnx").untyped();
 
 static FP32: EmbeddedModel = EmbeddedModel::from_static_bytes(
     "fixtures/tiny/tiny_conv.onnx (FP32)",
