@@ -65,6 +65,29 @@ pub enum Error {
         /// The variable's name.
         name: &'static str,
     },
+    /// An `include_quantized!` call found by discovery has arguments that do not parse.
+    #[error("{}:{line}: {message}", .file.display())]
+    InvalidCall {
+        /// The source file.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong (unknown option, bad value, ...).
+        message: String,
+    },
+    /// Quantizing the model of a discovered `include_quantized!` call failed.
+    #[error("{}:{line}: include_quantized!({model:?}): {source}", .file.display())]
+    CallSite {
+        /// The source file of the call.
+        file: PathBuf,
+        /// 1-based line of the call.
+        line: usize,
+        /// The model path as written.
+        model: String,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// The build configuration itself is wrong (e.g. no model registered).
     #[error("kenosis-build configuration: {0}")]
     Config(String),

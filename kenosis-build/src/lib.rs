@@ -1,5 +1,16 @@
 //! Quantize FP32 ONNX models to static INT8 QDQ models from a `build.rs`.
 //!
+//! The whole `build.rs` of a crate that embeds models with `include_quantized!`:
+//!
+//! ```no_run
+//! fn main() {
+//!     kenosis_build::discover().expect("kenosis: quantization failed");
+//! }
+//! ```
+//! [`discover()`] finds every `include_quantized!("models/x.onnx", options...)` call in the
+//! package's targets (see [`mod@discover`]) and quantizes each model with its call site's
+//! options. Models can also be registered explicitly, alone or next to discovery:
+//!
 //! ```no_run
 //! // build.rs
 //! fn main() {
@@ -20,6 +31,7 @@
 pub mod cache;
 pub mod calibrate;
 pub mod cargo;
+pub mod discover;
 mod error;
 pub mod fidelity;
 pub mod graph;
@@ -38,17 +50,31 @@ pub use error::{Error, Result};
 pub use pipeline::{quantize, Calibration, QuantizeOptions, Quantized};
 pub use report::Report;
 
-/// One model registered with [`Config::model`].
+/// One model registered with [`Config::model`] or found by discovery.
 #[derive(Debug, Clone)]
 struct ModelConfig {
     path: PathBuf,
     calibration_npy_dir: Option<PathBuf>,
+    /// The `include_quantized!` call it was found at (with its options), if discovered.
+    call: Option<discover::Call>,
+}
+
+/// The whole `build.rs` body: `Config::new().discover().compile()`. Finds every
+/// `include_quantized!` call of the package, quantizes each model with the options written at
+/// its call site, and writes the manifest the macro reads.
+///
+/// # Errors
+/// As [`Config::compile`]; a call that does not parse or a model that fails to quantize is
+/// reported with the file and line of its call.
+pub fn discover() -> Result<()> {
+    Config::new().discover().compile()
 }
 
 /// Build-script configuration: which models to quantize and how. Ends in [`Config::compile`].
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     models: Vec<ModelConfig>,
+    discover: bool,
     default_calibration: Option<PathBuf>,
     per_channel: Option<bool>,
     reduce_range: Option<bool>,
@@ -74,7 +100,19 @@ impl Config {
         self.models.push(ModelConfig {
             path: path.as_ref().to_owned(),
             calibration_npy_dir: None,
+            call: None,
         });
+        self
+    }
+
+    /// Also quantizes the model of every `include_quantized!` call in the package's lib,
+    /// bins, examples, tests and benches (see [`mod@discover`]), each with the options written at
+    /// its call site on top of this configuration's. Prints `cargo:rerun-if-changed` for every
+    /// scanned file and target folder, so adding a call needs no `build.rs` edit. A call for a
+    /// model also registered with [`Config::model`] and without options uses that
+    /// registration.
+    pub fn discover(mut self) -> Self {
+        self.discover = true;
         self
     }
 
@@ -200,9 +238,41 @@ impl Config {
             (None, Some(d)) => PathBuf::from(d),
             (None, None) => cargo::target_dir_of(&out_dir).join("kenosis-cache"),
         };
-        if self.models.is_empty() {
+        let mut models = self.models.clone();
+        if self.discover {
+            let toml = manifest_dir.join("Cargo.toml");
+            cargo::rerun_if_changed(&toml);
+            let found = discover::discover_calls(
+                &manifest_dir,
+                Some(&out_dir.join("kenosis-discovery.json")),
+            )?;
+            for path in found.dirs.iter().chain(&found.files) {
+                cargo::rerun_if_changed(path);
+            }
+            let mut known: Vec<(PathBuf, String)> = models
+                .iter()
+                .map(|m| (manifest_dir.join(&m.path), String::new()))
+                .collect();
+            for call in found.calls {
+                let key = (manifest_dir.join(&call.model), call.options.canonical());
+                let same = |k: &(PathBuf, String)| {
+                    k.1 == key.1
+                        && (k.0 == key.0
+                            || k.0.canonicalize().ok().is_some_and(|a| key.0.canonicalize().ok() == Some(a)))
+                };
+                if known.iter().any(same) {
+                    continue;
+                }
+                known.push(key);
+                models.push(ModelConfig {
+                    path: PathBuf::from(&call.model),
+                    calibration_npy_dir: None,
+                    call: Some(call),
+                });
+            }
+        } else if models.is_empty() {
             return Err(Error::Config(
-                "no model registered; call .model(\"path/to/model.onnx\") before .compile()".into(),
+                "no model registered; call .model(\"path/to/model.onnx\") or .discover() before .compile()".into(),
             ));
         }
         let cache = cache::Cache::open(cache_dir)?;
@@ -225,19 +295,38 @@ impl Config {
             fidelity_target: self.fidelity_target,
         };
         let mut manifest = Manifest::new();
-        for model in &self.models {
-            let calib = model
+        for model in &models {
+            let mut calib = model
                 .calibration_npy_dir
-                .as_ref()
-                .or(self.default_calibration.as_ref());
-            manifest.models.push(self.compile_one(
+                .clone()
+                .or(self.default_calibration.clone());
+            let mut model_options = options.clone();
+            if let Some(call) = &model.call {
+                apply_call_options(&mut model_options, &call.options);
+                if let Some(dir) = &call.options.calibration {
+                    calib = Some(expand_out_dir(dir, &out_dir));
+                }
+            }
+            let entry = self.compile_one(
                 &manifest_dir,
                 &artifacts_dir,
                 &cache,
                 model,
-                calib,
-                &options,
-            )?);
+                calib.as_ref(),
+                &model_options,
+            );
+            manifest.models.push(match (entry, &model.call) {
+                (Ok(entry), _) => entry,
+                (Err(e), None) => return Err(e),
+                (Err(e), Some(call)) => {
+                    return Err(Error::CallSite {
+                        file: call.file.clone(),
+                        line: call.line,
+                        model: call.model.clone(),
+                        source: Box::new(e),
+                    })
+                }
+            });
         }
         manifest
             .write(&Manifest::path_in(&out_dir))
@@ -306,8 +395,53 @@ impl Config {
             report_path,
             inputs: report.inputs,
             outputs: report.outputs,
-            options: String::new(),
+            options: model
+                .call
+                .as_ref()
+                .map_or_else(String::new, |c| c.options.canonical()),
         })
+    }
+}
+
+/// Call-site options override the build's.
+fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Options) {
+    if let Some(v) = call.per_channel {
+        options.per_channel = v;
+    }
+    if let Some(v) = call.reduce_range {
+        options.reduce_range = v;
+    }
+    if let Some(v) = call.bias_correction {
+        options.bias_correction = v;
+    }
+    if let Some(v) = call.synthetic_samples {
+        options.synthetic_samples = v;
+    }
+    if let Some(m) = call.method {
+        options.method = match m {
+            kenosis_options::Method::MinMax => calibrate::Method::MinMax,
+            kenosis_options::Method::Percentile(p) => calibrate::Method::Percentile(p),
+            kenosis_options::Method::Entropy => calibrate::Method::Entropy,
+            kenosis_options::Method::Mse => calibrate::Method::Mse,
+        };
+    }
+    if call.min_cosine.is_some() || call.min_top1_agreement.is_some() {
+        let target = options.fidelity_target.get_or_insert_with(Default::default);
+        if let Some(v) = call.min_cosine {
+            target.min_cosine = Some(v);
+        }
+        if let Some(v) = call.min_top1_agreement {
+            target.min_top1_agreement = Some(v);
+        }
+    }
+}
+
+/// A call-site calibration folder: a leading `$OUT_DIR` is the build script's `OUT_DIR`;
+/// other paths stay relative to the crate root.
+fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
+    match dir.strip_prefix(kenosis_options::OUT_DIR_PREFIX) {
+        Some(rest) => out_dir.join(rest.trim_start_matches('/')),
+        None => PathBuf::from(dir),
     }
 }
 

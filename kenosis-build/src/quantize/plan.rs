@@ -214,15 +214,27 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         (out, None)
     };
 
-    // 3. Drop non-weighted candidates whose output no kept candidate reads: quantizing
+    // 3. Convs on the output path stay FP32 (see `output_path_convs`).
+    for i in output_path_convs(graph, &index, &rules) {
+        let (out, _) = quantized_output(i);
+        let averaging = |c: &usize| {
+            matches!(
+                graph.node[*c].op_type(),
+                "GlobalAveragePool" | "AveragePool" | "ReduceMean"
+            )
+        };
+        if index.outputs.contains(&out) || !index.consumers_of(&out).iter().all(averaging) {
+            rules.remove(&i);
+            float(&mut plan, &graph.node[i], HEAD_CONV_REASON);
+        }
+    }
+
+    // 4. Drop non-weighted candidates whose output no kept candidate reads: quantizing
     //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint.
     loop {
         let kept: Vec<usize> = rules.keys().copied().collect();
         let mut changed = false;
         for i in kept {
-            if matches!(rules[&i], OpRule::Weighted { .. }) {
-                continue;
-            }
             let (out, _) = quantized_output(i);
             let read_by_kept = index.consumers_of(&out).iter().any(|&c| {
                 rules.get(&c).is_some_and(|&r| {
@@ -231,6 +243,9 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
                         .any(|&k| graph.node[c].input.get(k) == Some(&out))
                 })
             });
+            if matches!(rules[&i], OpRule::Weighted { .. }) {
+                continue;
+            }
             if !read_by_kept || index.outputs.contains(&out) {
                 rules.remove(&i);
                 changed = true;
@@ -242,7 +257,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     }
     plan.weights.retain(|w| rules.contains_key(&w.node));
 
-    // 4. Tensors: every data input and the (post-activation) output of each kept node.
+    // 5. Tensors: every data input and the (post-activation) output of each kept node.
     let mut order: Vec<usize> = rules.keys().copied().collect();
     order.sort_unstable();
     for &i in &order {
@@ -291,6 +306,50 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         }
     }
     plan
+}
+
+const HEAD_CONV_REASON: &str =
+    "its output feeds only FP32 ops (a detector head or model output): a quantized output would add error with no integer reader";
+
+/// Conv/ConvTranspose candidates from which a graph output is reachable without passing
+/// through another weighted op: a detector's box/score head, a segmentation map, a model
+/// output. They fuse into QLinearConv only with a quantized output, and no integer kernel
+/// reads it, so quantizing it would put rounding error straight onto the result for the
+/// speed of one kernel: they stay FP32, weights included (a weights-only DequantizeLinear
+/// would not fuse and runs slower than FP32). The caller keeps those whose readers all
+/// average their input (pooling, ReduceMean), which washes the rounding noise out.
+/// Gemm and MatMul fuse with a float output (QGemm, MatMulIntegerToFloat) and stay quantized.
+fn output_path_convs(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    rules: &HashMap<usize, OpRule>,
+) -> Vec<usize> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut stack: Vec<&str> = index.outputs.iter().map(String::as_str).collect();
+    let mut convs = Vec::new();
+    while let Some(t) = stack.pop() {
+        if !seen.insert(t) {
+            continue;
+        }
+        let Some(&p) = index.producer.get(t) else {
+            continue;
+        };
+        let node = &graph.node[p];
+        if matches!(rules.get(&p), Some(OpRule::Weighted { .. })) {
+            if matches!(node.op_type(), "Conv" | "ConvTranspose") && !convs.contains(&p) {
+                convs.push(p);
+            }
+            continue;
+        }
+        stack.extend(
+            node.input
+                .iter()
+                .filter(|n| !n.is_empty())
+                .map(String::as_str),
+        );
+    }
+    convs.sort_unstable();
+    convs
 }
 
 /// If `act` is a Relu, or a Clip with constant bounds, the range ORT can absorb it into.
