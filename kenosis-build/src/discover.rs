@@ -509,12 +509,7 @@ mod tests {
                 want("src/a.rs", 2, "m/a.onnx", ""),
                 want("src/a/deep.rs", 2, "m/deep.onnx", ""),
                 want("src/other/b_file.rs", 1, "m/b.onnx", ""),
-                want(
-                    "src/inline/c.rs",
-                    1,
-                    "m/c.onnx",
-                    "method = \"minmax\"".replace("minmax", "mse").as_str()
-                ),
+                want("src/inline/c.rs", 1, "m/c.onnx", "method = \"mse\""),
             ]
         );
         // Second run: every file from the cache, same answer.

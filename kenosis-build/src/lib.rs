@@ -258,7 +258,10 @@ impl Config {
                 let same = |k: &(PathBuf, String)| {
                     k.1 == key.1
                         && (k.0 == key.0
-                            || k.0.canonicalize().ok().is_some_and(|a| key.0.canonicalize().ok() == Some(a)))
+                            || k.0
+                                .canonicalize()
+                                .ok()
+                                .is_some_and(|a| key.0.canonicalize().ok() == Some(a)))
                 };
                 if known.iter().any(same) {
                     continue;
