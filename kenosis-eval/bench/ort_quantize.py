@@ -39,6 +39,7 @@ def main():
     try:
         import numpy as np
         import onnx
+        import onnxruntime
         from onnx import version_converter
         from onnxruntime.quantization import (
             CalibrationDataReader,
@@ -51,6 +52,7 @@ def main():
 
         # Imports are not quantization work.
         started = time.perf_counter()
+        steps.append(f"onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}")
         files = sorted(glob.glob(os.path.join(args.calib_dir, "*.npy")))
         if not files:
             raise RuntimeError(f"no .npy files in {args.calib_dir}")

@@ -51,7 +51,28 @@ pub struct Fidelity {
     pub top1_agreement: Option<f64>,
     pub mean_cosine: f64,
     pub min_cosine: f64,
+    /// Mean and min cosine over a subset of each output row (YOLOX: the objectness and
+    /// class scores, columns 4..85), when the model defines one.
+    pub score_mean_cosine: Option<f64>,
+    pub score_min_cosine: Option<f64>,
     pub images: usize,
+}
+
+/// Columns `start..end` of each row of `width` values: a secondary cosine is computed on them.
+#[derive(Debug, Clone, Copy)]
+pub struct Columns {
+    pub width: usize,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Columns {
+    fn select(&self, v: &[f32]) -> Vec<f32> {
+        v.chunks(self.width)
+            .flat_map(|row| &row[self.start.min(row.len())..self.end.min(row.len())])
+            .copied()
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +80,8 @@ struct Acc {
     agree: usize,
     sum: f64,
     min: f64,
+    score_sum: f64,
+    score_min: f64,
     n: usize,
 }
 
@@ -67,13 +90,20 @@ impl Acc {
         agree: 0,
         sum: 0.0,
         min: f64::INFINITY,
+        score_sum: 0.0,
+        score_min: f64::INFINITY,
         n: 0,
     };
-    fn add(&mut self, reference: &[f32], y: &[f32]) {
+    fn add(&mut self, reference: &[f32], y: &[f32], scores: Option<Columns>) {
         self.agree += usize::from(argmax(reference) == argmax(y));
         let c = cosine(reference, y);
         self.sum += c;
         self.min = self.min.min(c);
+        if let Some(cols) = scores {
+            let c = cosine(&cols.select(reference), &cols.select(y));
+            self.score_sum += c;
+            self.score_min = self.score_min.min(c);
+        }
         self.n += 1;
     }
     fn merge(self, o: Acc) -> Acc {
@@ -81,6 +111,8 @@ impl Acc {
             agree: self.agree + o.agree,
             sum: self.sum + o.sum,
             min: self.min.min(o.min),
+            score_sum: self.score_sum + o.score_sum,
+            score_min: self.score_min.min(o.score_min),
             n: self.n + o.n,
         }
     }
@@ -95,6 +127,7 @@ pub fn fidelity(
     files: &[PathBuf],
     load: &(dyn Fn(&Path) -> Array4<f32> + Sync),
     classifier: bool,
+    scores: Option<Columns>,
     threads: usize,
 ) -> Result<Vec<Result<Fidelity, String>>, String> {
     let threads = threads.max(1).min(files.len().max(1));
@@ -112,7 +145,7 @@ pub fn fidelity(
                         for (sess, acc) in sessions.iter_mut().zip(&mut accs) {
                             let Ok(s) = sess else { continue };
                             match run(s, &x) {
-                                Ok(y) => acc.add(&r, &y),
+                                Ok(y) => acc.add(&r, &y, scores),
                                 Err(e) => *sess = Err(format!("{}: {e}", file.display())),
                             }
                         }
@@ -146,6 +179,8 @@ pub fn fidelity(
                 top1_agreement: classifier.then(|| a.agree as f64 / a.n as f64),
                 mean_cosine: a.sum / a.n as f64,
                 min_cosine: a.min,
+                score_mean_cosine: scores.map(|_| a.score_sum / a.n as f64),
+                score_min_cosine: scores.map(|_| a.score_min),
                 images: a.n,
             })
         })

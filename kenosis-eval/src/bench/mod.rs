@@ -23,7 +23,9 @@ use ndarray::Array4;
 
 use measure::Fidelity;
 use models::ModelSpec;
-use report::{Bench, Fp32Result, LatencySetup, MethodResult, ModelResult, OrtQuantizerSetup, QuantResult};
+use report::{
+    Bench, Fp32Result, LatencySetup, MethodResult, ModelResult, OrtQuantizerSetup, QuantResult,
+};
 
 /// Calibration images per model (the first ones in sorted order).
 const CALIBRATION_IMAGES: usize = 100;
@@ -153,7 +155,10 @@ pub fn main() -> Result<(), String> {
         python: python.clone(),
         eval_images: args.eval_images.or(args.quick.then_some(100)),
         warmup: if args.quick { 3 } else { 10 },
-        runs: args.runs.unwrap_or(if args.quick { 20 } else { 100 }).max(1),
+        runs: args
+            .runs
+            .unwrap_or(if args.quick { 20 } else { 100 })
+            .max(1),
         fidelity_threads: args.fidelity_threads.max(1),
         methods: !args.skip_methods,
         started,
@@ -189,7 +194,7 @@ fn assemble(
     Bench {
         command: std::env::args().collect(),
         quick: args.quick,
-        onnxruntime: ort::info().to_owned(),
+        onnxruntime: onnxruntime_version(),
         cpu: cpu_name(),
         logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         calibration_images: CALIBRATION_IMAGES,
@@ -221,6 +226,21 @@ fn write(bench: &Bench, out: &Path) -> Result<(), String> {
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The loaded ONNX Runtime library's version (from its mapped file name, e.g.
+/// `libonnxruntime.so.1.31.1`) and build string.
+fn onnxruntime_version() -> String {
+    let mapped = std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .and_then(|maps| {
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().nth(5))
+                .find_map(|p| p.rsplit('/').next()?.strip_prefix("libonnxruntime.so."))
+                .map(str::to_owned)
+        });
+    let version = mapped.unwrap_or_else(|| format!("1.{}.x", ort::MINOR_VERSION));
+    format!("{version} ({})", ort::info().trim())
 }
 
 fn cpu_name() -> Option<String> {
@@ -260,7 +280,8 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         metric: if spec.classifier {
             "top-1 agreement with FP32, cosine of the output"
         } else {
-            "cosine of the raw output [1,3549,85] (top-1 not meaningful: n/a)"
+            "cosine of the raw output [1,3549,85] (top-1 not meaningful: n/a); secondary: \
+             cosine of the objectness + class score columns 4..85"
         },
         calibration_images: calib_files.len(),
         evaluation_images: eval_files.len(),
@@ -289,7 +310,10 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         .filter(|o| *o == "Conv")
         .count();
     if eval_files.is_empty() {
-        result.error = Some(format!("only {} images: none left to evaluate", files.len()));
+        result.error = Some(format!(
+            "only {} images: none left to evaluate",
+            files.len()
+        ));
         return result;
     }
 
@@ -404,6 +428,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         eval_files,
         &load,
         spec.classifier,
+        spec.score_columns,
         ctx.fidelity_threads,
     ) {
         Err(e) => {
@@ -420,7 +445,12 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
     if let Some(r) = result.methods.iter_mut().find(|r| r.is_default) {
         r.fidelity = result.kenosis.fidelity;
     }
-    for r in &result.methods {
+    for (name, r) in [("Kenosis", &result.kenosis), ("ORT", &result.ort)] {
+        if let Some(f) = r.fidelity {
+            ctx.log(format!("  {name:<18} {}", describe(&f)));
+        }
+    }
+    for r in result.methods.iter().filter(|r| !r.is_default) {
         if let Some(f) = r.fidelity {
             ctx.log(format!("  {:<18} {}", r.method, describe(&f)));
         }
@@ -500,8 +530,12 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
 }
 
 fn describe(f: &Fidelity) -> String {
+    let scores = match (f.score_mean_cosine, f.score_min_cosine) {
+        (Some(m), Some(n)) => format!(", score cosine mean {m:.4} min {n:.4}"),
+        _ => String::new(),
+    };
     format!(
-        "top-1 {}, cosine mean {:.4} min {:.4} ({} images)",
+        "top-1 {}, cosine mean {:.4} min {:.4}{scores} ({} images)",
         f.top1_agreement
             .map_or("n/a".into(), |t| format!("{:.1}%", t * 100.0)),
         f.mean_cosine,
@@ -523,7 +557,11 @@ fn assign_fidelity(result: &mut ModelResult, slot: Slot, f: Result<Fidelity, Str
             &mut result.ort.fidelity,
         ),
         Slot::Method(i) => {
-            let Some(r) = result.methods.iter_mut().find(|r| r.method == METHODS[i].name()) else {
+            let Some(r) = result
+                .methods
+                .iter_mut()
+                .find(|r| r.method == METHODS[i].name())
+            else {
                 return;
             };
             (&mut r.status, &mut r.error, &mut r.fidelity)

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use kenosis_eval::{imagenet_files, load_image, Preprocess};
+
+use super::measure::Columns;
 use ndarray::{Array4, Axis};
 
 /// Which images a model is calibrated and evaluated on, and how they become its input.
@@ -26,6 +28,8 @@ pub struct ModelSpec {
     pub inputs: Inputs,
     /// Top-1 agreement is meaningful (a classifier); otherwise only cosine is reported.
     pub classifier: bool,
+    /// Output columns compared separately (secondary metric).
+    pub score_columns: Option<Columns>,
 }
 
 pub const MODELS: [ModelSpec; 3] = [
@@ -35,6 +39,7 @@ pub const MODELS: [ModelSpec; 3] = [
         preprocessing: "imagenet-224, RGB, (x-127)/128",
         inputs: Inputs::ImageNet(Preprocess::RgbCentered),
         classifier: true,
+        score_columns: None,
     },
     ModelSpec {
         key: "squeezenet1.0",
@@ -42,6 +47,7 @@ pub const MODELS: [ModelSpec; 3] = [
         preprocessing: "imagenet-224, BGR, x-[104,117,123]",
         inputs: Inputs::ImageNet(Preprocess::BgrMeanSubtracted),
         classifier: true,
+        score_columns: None,
     },
     ModelSpec {
         key: "yolox-nano",
@@ -50,6 +56,13 @@ pub const MODELS: [ModelSpec; 3] = [
                         the 300x300 images make it a plain bilinear resize), BGR 0-255",
         inputs: Inputs::Coco416,
         classifier: false,
+        // Rows of [x, y, log w, log h, objectness, 80 class scores] (not decoded): the box
+        // regression dominates the raw output's norm, so the scores get their own cosine.
+        score_columns: Some(Columns {
+            width: 85,
+            start: 4,
+            end: 85,
+        }),
     },
 ];
 

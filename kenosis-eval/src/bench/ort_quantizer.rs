@@ -9,7 +9,8 @@ use ndarray::Array4;
 use serde::Deserialize;
 
 /// The settings the script uses, for the report.
-pub const SETTINGS: &str = "onnxruntime.quantization.quantize_static 1.31.1: QDQ, per_channel=True, \
+pub const SETTINGS: &str =
+    "onnxruntime.quantization.quantize_static 1.31.1: QDQ, per_channel=True, \
     reduce_range=True, activations QUInt8, weights QInt8, MinMax calibration, on the same \
     calibration samples; models below opset 13 converted with onnx.version_converter first; \
     quant_pre_process (ORT's recommended pre-processing) applied when it succeeds";

@@ -125,7 +125,15 @@ fn pct(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |v| format!("{:.1}%", v * 100.0))
 }
 fn cos(f: &Option<Fidelity>) -> String {
-    f.map_or("—".into(), |f| format!("{:.4} / {:.4}", f.mean_cosine, f.min_cosine))
+    f.map_or("—".into(), |f| {
+        format!("{:.4} / {:.4}", f.mean_cosine, f.min_cosine)
+    })
+}
+fn score_cos(f: &Option<Fidelity>) -> String {
+    match f.map(|f| (f.score_mean_cosine, f.score_min_cosine)) {
+        Some((Some(m), Some(n))) => format!("{m:.4} / {n:.4}"),
+        _ => "—".into(),
+    }
 }
 fn top1(r: &QuantResult) -> String {
     match &r.fidelity {
@@ -165,14 +173,18 @@ impl Bench {
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let w = &mut s;
-        let _ = writeln!(w, "# Kenosis benchmark{}\n", if self.quick { " (--quick)" } else { "" });
+        let _ = writeln!(
+            w,
+            "# Kenosis benchmark{}\n",
+            if self.quick { " (--quick)" } else { "" }
+        );
         let _ = writeln!(
             w,
             "ONNX Runtime: {}. CPU: {} ({} logical). Calibration: first {} images (sorted) of \
              each set; evaluation: the images after them. Latency: median of {} interleaved \
              runs after {} warm-up rounds, 1 intra-op thread, ORT_ENABLE_ALL, one fixed input \
              (the first evaluation image). Total time {:.0} s.\n",
-            self.onnxruntime.lines().next().unwrap_or(""),
+            self.onnxruntime,
             self.cpu.as_deref().unwrap_or("unknown"),
             self.logical_cpus,
             self.calibration_images,
@@ -186,13 +198,25 @@ impl Bench {
         }
 
         let _ = writeln!(w, "\n## Fidelity vs FP32\n");
-        let _ = writeln!(
+        let scores = self.models.iter().any(|m| {
+            [&m.kenosis, &m.ort]
+                .iter()
+                .any(|r| r.fidelity.is_some_and(|f| f.score_mean_cosine.is_some()))
+        });
+        let _ = write!(
             w,
             "| model | eval images | Kenosis top-1 | Kenosis cosine mean / min | ORT top-1 | ORT cosine mean / min |"
         );
-        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|");
+        let _ = if scores {
+            writeln!(
+                w,
+                " Kenosis score cosine mean / min | ORT score cosine mean / min |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+            )
+        } else {
+            writeln!(w, "\n|---|---:|---:|---:|---:|---:|")
+        };
         for m in &self.models {
-            let _ = writeln!(
+            let _ = write!(
                 w,
                 "| {} | {} | {} | {} | {} | {} |",
                 m.model,
@@ -202,6 +226,16 @@ impl Bench {
                 top1(&m.ort),
                 cos(&m.ort.fidelity)
             );
+            let _ = if scores {
+                writeln!(
+                    w,
+                    " {} | {} |",
+                    score_cos(&m.kenosis.fidelity),
+                    score_cos(&m.ort.fidelity)
+                )
+            } else {
+                writeln!(w)
+            };
         }
 
         let _ = writeln!(w, "\n## Latency (ms, median, 1 thread)\n");
@@ -247,8 +281,11 @@ impl Bench {
             );
         }
 
-        let with_methods: Vec<&ModelResult> =
-            self.models.iter().filter(|m| !m.methods.is_empty()).collect();
+        let with_methods: Vec<&ModelResult> = self
+            .models
+            .iter()
+            .filter(|m| !m.methods.is_empty())
+            .collect();
         if !with_methods.is_empty() {
             let _ = writeln!(w, "\n## Kenosis calibration methods (fidelity)\n");
             let _ = writeln!(
@@ -286,7 +323,12 @@ impl Bench {
             let _ = writeln!(
                 w,
                 "- **{}** ({}): {}; metric: {}; {} calibration / {} evaluation images.",
-                m.model, m.file, m.preprocessing, m.metric, m.calibration_images, m.evaluation_images
+                m.model,
+                m.file,
+                m.preprocessing,
+                m.metric,
+                m.calibration_images,
+                m.evaluation_images
             );
             if let Some(e) = &m.error {
                 let _ = writeln!(w, "  - error: `{}`", cell(e));
