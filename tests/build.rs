@@ -1,5 +1,7 @@
-//! Quantizes the tiny test fixture so `tests/embed_tiny.rs` can `include_quantized!` it, and
-//! writes the manifest that `tests/ui.rs` forwards to its compile-fail cases.
+//! Quantizes the tiny test fixture (registered explicitly) and every model an
+//! `include_quantized!` call of this crate's targets names (discovered: `tiny_io.onnx` in
+//! `tests/typed_run.rs`), and writes the manifest that `tests/ui.rs` forwards to its
+//! compile-fail cases.
 //!
 //! `fixtures/tiny/unregistered.onnx` is deliberately not registered here: the trybuild case
 //! `ui/unregistered.rs` checks the error for a model the build script did not quantize.
@@ -7,7 +9,7 @@
 fn main() {
     kenosis_build::Config::new()
         .model("fixtures/tiny/tiny_conv.onnx")
-        .model("fixtures/tiny/tiny_io.onnx")
+        .discover()
         .compile()
         .expect("kenosis: quantizing the test fixtures failed");
 }

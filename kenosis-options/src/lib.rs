@@ -287,8 +287,9 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
                          \"entropy\" or \"mse\"",
                     ));
                 };
-                options.method =
-                    Some(Method::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))?);
+                options.method = Some(
+                    Method::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))?,
+                );
             }
             "per_channel" | "reduce_range" | "bias_correction" => {
                 let Lit::Bool(b) = &value else {
@@ -395,7 +396,9 @@ mod tests {
         assert_eq!(m("mse"), Ok(Method::Mse));
         assert_eq!(m("percentile(99.9)"), Ok(Method::Percentile(99.9)));
         assert!(m("percentile(0)").is_err());
-        assert!(m("kl").unwrap_err().contains("unknown calibration method `kl`"));
+        assert!(m("kl")
+            .unwrap_err()
+            .contains("unknown calibration method `kl`"));
     }
 
     #[test]
@@ -411,7 +414,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_problem() {
-        assert!(err(r#""m.onnx", bits = 4"#).starts_with("unknown include_quantized! option `bits`"));
+        assert!(
+            err(r#""m.onnx", bits = 4"#).starts_with("unknown include_quantized! option `bits`")
+        );
         assert_eq!(
             err(r#""m.onnx", per_channel = 1"#),
             "option `per_channel` expects `true` or `false`"
