@@ -19,12 +19,13 @@ const CACHE_FORMAT: u32 = 1;
 pub struct KeyHasher(blake3::Hasher);
 
 impl KeyHasher {
-    /// A hasher seeded with the tool identity: cache format, kenosis-build version and the
-    /// ONNX Runtime build that calibrates.
+    /// A hasher seeded with the tool identity: cache format, kenosis-build version and source
+    /// hash, and the ONNX Runtime build that calibrates.
     pub fn new(ort_build: &str) -> Self {
         let mut h = blake3::Hasher::new();
         h.update(&CACHE_FORMAT.to_le_bytes());
         Self::field(&mut h, env!("CARGO_PKG_VERSION").as_bytes());
+        Self::field(&mut h, env!("KENOSIS_SOURCE_HASH").as_bytes());
         Self::field(&mut h, ort_build.as_bytes());
         Self(h)
     }
