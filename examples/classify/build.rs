@@ -2,8 +2,9 @@
 //!
 //! 1. Every JPEG in `calib-images/` is preprocessed exactly as `main.rs` does at run time and
 //!    written as an f32 `[3, 224, 224]` tensor to `$OUT_DIR/calib/<name>.npy`.
-//! 2. `kenosis-build` calibrates the model on those tensors, quantizes it to INT8 QDQ and
-//!    records it for `include_quantized!`.
+//! 2. `kenosis_build::discover()` finds the `include_quantized!` call in `src/main.rs`, whose
+//!    `calibration = "$OUT_DIR/calib"` names that folder, calibrates the model on those
+//!    tensors, quantizes it to INT8 QDQ and records it for the macro. No model is named here.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -15,23 +16,19 @@ use ndarray_npy::WriteNpyExt;
 #[path = "src/preprocess.rs"]
 mod preprocess;
 
-const MODEL: &str = "models/efficientnet_lite0.onnx";
 const CALIBRATION_IMAGES: &str = "calib-images";
 
 fn main() {
     println!("cargo:rerun-if-changed={CALIBRATION_IMAGES}");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    // The call site in src/main.rs says `calibration = "$OUT_DIR/calib"`.
     let calib_dir = out_dir.join("calib");
 
     if let Err(message) = write_calibration_tensors(Path::new(CALIBRATION_IMAGES), &calib_dir) {
         panic!("classify: preparing calibration data failed: {message}");
     }
 
-    kenosis_build::Config::new()
-        .model(MODEL)
-        .calibration_npy_dir(&calib_dir)
-        .compile()
-        .expect("kenosis: quantization failed");
+    kenosis_build::discover().expect("kenosis: quantization failed");
 }
 
 /// Writes one `.npy` per image in `images` to `out`, and removes `.npy` files whose image is

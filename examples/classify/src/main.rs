@@ -16,6 +16,18 @@ use anyhow::{bail, Context, Result};
 use kenosis_runtime::EmbeddedModel;
 use ndarray::{Array4, Axis};
 
+// EfficientNet-Lite0, quantized to INT8 by build.rs (which finds this call) and calibrated on
+// the tensors build.rs wrote to `$OUT_DIR/calib`. Generated (see its rustdoc):
+//
+//     fn run<'a>(&self, input: ArrayView<'a, f32, Ix4>)
+//         -> Result<Array<f32, Ix2>, kenosis_runtime::Error>
+//     // input: input `input`, f32[?, 3, 224, 224]
+//     // returns output `logits`, f32[?, 1000]
+kenosis_runtime::include_quantized!(
+    struct EfficientNetLite0 = "models/efficientnet_lite0.onnx",
+    calibration = "$OUT_DIR/calib",
+);
+
 /// The original FP32 model, embedded as well to compare against.
 static FP32: EmbeddedModel = EmbeddedModel::from_static_bytes(
     "efficientnet_lite0 (FP32)",
@@ -48,8 +60,7 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<()> {
-    let int8: &'static EmbeddedModel =
-        kenosis_runtime::include_quantized!("models/efficientnet_lite0.onnx");
+    let int8: &'static EmbeddedModel = EfficientNetLite0.untyped();
 
     let mut args = std::env::args_os().skip(1);
     let (image_name, jpeg) = match (args.next(), args.next()) {
@@ -71,15 +82,17 @@ fn run() -> Result<()> {
         .insert_axis(Axis(0));
     let labels = labels()?;
 
-    // Warm-up: creates both ONNX Runtime sessions and gives the first results.
-    let int8_probs = classify(int8, &input)?;
+    // Warm-up: creates both ONNX Runtime sessions and gives the first results. The INT8
+    // model goes through its typed `run` (an `ArrayView4<f32>` in, an `Array2<f32>` out).
+    let int8_logits = EfficientNetLite0.run(input.view())?;
+    let int8_probs = softmax(int8_logits.iter().copied());
     let fp32_probs = classify(&FP32, &input)?;
 
     // Interleaved, so that both models see the same machine load.
     let mut int8_times = Vec::with_capacity(RUNS);
     let mut fp32_times = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
-        int8_times.push(time(|| int8.run([&input]))?);
+        int8_times.push(time(|| EfficientNetLite0.run(input.view()))?);
         fp32_times.push(time(|| FP32.run([&input]))?);
     }
 
@@ -266,12 +279,11 @@ mod tests {
             .insert_axis(Axis(0));
         let fp32 = classify(&FP32, &input).unwrap();
         assert_eq!(top_k(&fp32, 1)[0].0, 963, "FP32 top-1 should be pizza");
-        let int8 = classify(
-            kenosis_runtime::include_quantized!("models/efficientnet_lite0.onnx"),
-            &input,
-        )
-        .unwrap();
+        let int8 = classify(EfficientNetLite0.untyped(), &input).unwrap();
         assert_eq!(int8.len(), 1000);
+        let typed = EfficientNetLite0.run(input.view()).unwrap();
+        assert_eq!(typed.shape(), [1, 1000]);
+        assert_eq!(top_k(&softmax(typed.iter().copied()), 1), top_k(&int8, 1));
         assert!(int8.iter().all(|p| p.is_finite()));
     }
 }
