@@ -247,12 +247,18 @@ pub struct ConvFusion {
     pub float_conv: usize,
     /// No float convolution left and at least one `QLinearConv`.
     pub all_fused: bool,
+    /// Convs the QDQ model quantized (weight from a DequantizeLinear), before ORT's fusion.
+    pub quantized_convs: usize,
+    /// Every quantized Conv became a `QLinearConv` (the rest were left FP32 by the quantizer).
+    pub all_quantized_fused: bool,
     /// The optimized graph this was counted in.
     pub optimized_model: PathBuf,
 }
 
-/// Counts the convolutions of a saved optimized graph.
-pub fn conv_fusion(optimized: &Path) -> ConvFusion {
+/// Counts the convolutions of a saved optimized graph, against the Convs the QDQ model
+/// `qdq` quantized.
+pub fn conv_fusion(qdq: &[u8], optimized: &Path) -> ConvFusion {
+    let quantized_convs = quantized_convs(qdq);
     let ops = op_types(optimized);
     let qlinear_conv = ops.iter().filter(|o| *o == "QLinearConv").count();
     let float_conv = ops
@@ -263,6 +269,32 @@ pub fn conv_fusion(optimized: &Path) -> ConvFusion {
         qlinear_conv,
         float_conv,
         all_fused: float_conv == 0 && qlinear_conv > 0,
+        quantized_convs,
+        all_quantized_fused: qlinear_conv == quantized_convs,
         optimized_model: optimized.to_owned(),
     }
+}
+
+/// Conv nodes of a QDQ model whose weight comes from a DequantizeLinear.
+fn quantized_convs(qdq: &[u8]) -> usize {
+    let Ok(model) = kenosis_build::pipeline::decode(Path::new("qdq"), qdq) else {
+        return 0;
+    };
+    let graph = model.graph.expect("decode checks the graph");
+    let dequantized: std::collections::HashSet<&str> = graph
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "DequantizeLinear")
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    graph
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "Conv")
+        .filter(|n| {
+            n.input
+                .get(1)
+                .is_some_and(|w| dequantized.contains(w.as_str()))
+        })
+        .count()
 }

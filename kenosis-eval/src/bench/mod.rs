@@ -483,7 +483,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         let optimized = dir.join(format!("{name}.optimized.onnx"));
         match measure::session(&c.bytes, 1, Some(&optimized)) {
             Ok(s) => {
-                column.conv_fusion = Some(measure::conv_fusion(&optimized));
+                column.conv_fusion = Some(measure::conv_fusion(&c.bytes, &optimized));
                 *target = Some(s);
             }
             Err(e) => {

@@ -155,11 +155,21 @@ fn secs(s: Option<f64>) -> String {
 }
 fn fusion(c: &Option<ConvFusion>) -> String {
     c.as_ref().map_or("—".into(), |c| {
+        let verdict = if c.all_fused {
+            "yes"
+        } else if c.all_quantized_fused {
+            "all quantized"
+        } else {
+            "**no**"
+        };
+        let float = if c.float_conv > 0 && c.all_quantized_fused {
+            " (left FP32 by the quantizer)"
+        } else {
+            ""
+        };
         format!(
-            "{} ({} QLinearConv, {} float)",
-            if c.all_fused { "yes" } else { "**no**" },
-            c.qlinear_conv,
-            c.float_conv
+            "{verdict}: {} QLinearConv / {} quantized Conv, {} float{float}",
+            c.qlinear_conv, c.quantized_convs, c.float_conv
         )
     })
 }
@@ -262,7 +272,7 @@ impl Bench {
         let _ = writeln!(w, "\n## Size, quantization time, Conv fusion\n");
         let _ = writeln!(
             w,
-            "| model | FP32 MB | Kenosis MB | ORT MB | Kenosis quantize s | ORT quantize s | FP32 Convs | Kenosis: all Convs fused | ORT: all Convs fused |"
+            "| model | FP32 MB | Kenosis MB | ORT MB | Kenosis quantize s | ORT quantize s | FP32 Convs | Kenosis: Convs fused into QLinearConv | ORT: Convs fused into QLinearConv |"
         );
         let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---|---|");
         for m in &self.models {
