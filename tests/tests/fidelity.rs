@@ -36,9 +36,6 @@ fn check(expect: Expect) {
     )
     .expect("quantizes");
 
-    if let Ok(dir) = std::env::var("KENOSIS_DEBUG_DUMP") {
-        std::fs::write(std::path::Path::new(&dir).join(expect.model), &q.bytes).expect("dump");
-    }
     let tmp = tempfile::tempdir().expect("tempdir");
     let optimized = tmp.path().join("optimized.onnx");
     let mut reference = session(&fp32, GraphOptimizationLevel::All, None);
