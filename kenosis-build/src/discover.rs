@@ -50,6 +50,10 @@ pub struct Discovery {
     pub files: Vec<PathBuf>,
     /// The folders holding the targets' root files (watched for new files).
     pub dirs: Vec<PathBuf>,
+    /// How many files were parsed (not answered by the cache).
+    pub parsed: usize,
+    /// Whether the target list was taken from the cache (no `cargo metadata` run).
+    pub targets_cached: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -102,13 +106,15 @@ pub fn discover_calls(manifest_dir: &Path, cache_file: Option<&Path>) -> Result<
 
     let dirs = target_dirs(manifest_dir);
     let key = targets_key(manifest_dir, &dirs)?;
-    if cache.targets_key != key || cache.roots.is_empty() {
+    let targets_cached = cache.targets_key == key && !cache.roots.is_empty();
+    if !targets_cached {
         cache.roots = target_roots(manifest_dir)?;
         cache.targets_key = key;
     }
 
     let mut discovery = Discovery {
         dirs: dirs.into_iter().filter(|d| d.is_dir()).collect(),
+        targets_cached,
         ..Default::default()
     };
     let mut fresh: BTreeMap<String, FileScan> = BTreeMap::new();
@@ -136,7 +142,10 @@ pub fn discover_calls(manifest_dir: &Path, cache_file: Option<&Path>) -> Result<
         let cache_key = format!("{}\n{}", file.display(), mod_dir.display());
         let scan = match cache.files.remove(&cache_key) {
             Some(s) if s.len == meta.len() && s.mtime_ns == mtime_ns => s,
-            _ => scan_file(&file, &mod_dir, meta.len(), mtime_ns),
+            _ => {
+                discovery.parsed += 1;
+                scan_file(&file, &mod_dir, meta.len(), mtime_ns)
+            }
         };
         for m in scan.mods.iter().rev() {
             if let Some(found) = m.candidates.iter().find(|c| c.is_file()) {

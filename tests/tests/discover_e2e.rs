@@ -1,0 +1,284 @@
+//! `kenosis_build::discover()` end to end on the fixture crate `tests/fixtures/discover`,
+//! built with cargo the way a user builds it: calls in the lib, a file module, an inline
+//! module nested in it, a bin and an example are all quantized with no model named in
+//! build.rs; a call added to a source file is quantized on the next build, a removed one
+//! leaves no error; call-site options give another artifact and cache key. A second test
+//! measures discovery on a crate of 100 source files when nothing relevant changed.
+//!
+//! The crate is copied to a temporary folder (path dependencies made absolute, the tiny
+//! models copied under `models/`) and built with its own target folder under
+//! `target/discover-e2e` (kept between runs, so dependencies build once) and a fresh
+//! `KENOSIS_CACHE_DIR`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+use kenosis_manifest::Manifest;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_owned()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// The fixture crate in `dir`, ready to build.
+fn fixture_crate(dir: &Path) {
+    copy_dir(&workspace().join("tests/fixtures/discover"), dir);
+    let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let root = workspace();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        toml.replace("../../../", &format!("{}/", root.display())),
+    )
+    .unwrap();
+    // The workspace's lock file pins every dependency the fixture needs, so it builds offline.
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let models = dir.join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let tiny = root.join("tests/fixtures/tiny");
+    for (from, to) in [
+        ("tiny_conv.onnx", "tiny_conv.onnx"),
+        ("tiny_io.onnx", "tiny_io.onnx"),
+        ("tiny_conv.onnx", "example.onnx"),
+        ("tiny_conv.onnx", "added.onnx"),
+    ] {
+        std::fs::copy(tiny.join(from), models.join(to)).unwrap();
+    }
+}
+
+fn cargo(dir: &Path, args: &[&str], cache: &Path) -> String {
+    let output: Output = Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", workspace().join("target/discover-e2e"))
+        .env("KENOSIS_CACHE_DIR", cache)
+        .output()
+        .expect("cargo runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "cargo {args:?} failed:\n{text}");
+    text
+}
+
+/// The manifest the fixture's build script wrote last.
+fn manifest() -> Manifest {
+    let build = workspace().join("target/discover-e2e/debug/build");
+    let newest = std::fs::read_dir(&build)
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.ok()?.path().join("out/kenosis-manifest.json");
+            let modified = path.metadata().ok()?.modified().ok()?;
+            path.to_string_lossy()
+                .contains("discover-fixture")
+                .then_some((modified, path))
+        })
+        .max()
+        .expect("a manifest was written")
+        .1;
+    Manifest::read(&newest).unwrap()
+}
+
+fn entries(m: &Manifest) -> Vec<(String, String)> {
+    let mut v: Vec<_> = m
+        .models
+        .iter()
+        .map(|e| (e.source.clone(), e.options.clone()))
+        .collect();
+    v.sort();
+    v
+}
+
+fn quantized_line(model: &str) -> String {
+    format!("kenosis: quantized {model} to INT8")
+}
+
+#[test]
+fn discovery_finds_adds_and_drops_calls_across_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let krate = dir.path().join("discover-fixture");
+    fixture_crate(&krate);
+
+    let first = cargo(&krate, &["build", "--all-targets"], cache.path());
+    let m = manifest();
+    assert_eq!(
+        entries(&m),
+        [
+            ("models/example.onnx".into(), "method = \"mse\"".into()),
+            ("models/tiny_conv.onnx".into(), String::new()),
+            ("models/tiny_conv.onnx".into(), "per_channel = false".into()),
+            ("models/tiny_io.onnx".into(), String::new()),
+        ]
+    );
+    for model in ["models/example.onnx", "models/tiny_io.onnx"] {
+        assert_eq!(first.matches(&quantized_line(model)).count(), 1, "{first}");
+    }
+    // Same model, per-tensor weights at the call site: another cache key and artifact.
+    assert_eq!(
+        first
+            .matches(&quantized_line("models/tiny_conv.onnx"))
+            .count(),
+        2,
+        "{first}"
+    );
+    let conv: Vec<_> = m
+        .models
+        .iter()
+        .filter(|e| e.source == "models/tiny_conv.onnx")
+        .collect();
+    assert_ne!(conv[0].hash, conv[1].hash);
+    assert_ne!(
+        std::fs::read(&conv[0].artifact_path).unwrap(),
+        std::fs::read(&conv[1].artifact_path).unwrap()
+    );
+    let report =
+        |e: &kenosis_manifest::ModelEntry| std::fs::read_to_string(&e.report_path).unwrap();
+    assert!(conv
+        .iter()
+        .any(|e| e.options.is_empty() && report(e).contains("per_channel: true")));
+    assert!(conv
+        .iter()
+        .any(|e| !e.options.is_empty() && report(e).contains("per_channel: false")));
+
+    // The bin runs the typed two-input model and the lib's models.
+    let run = cargo(&krate, &["run", "-q", "--bin", "tool"], cache.path());
+    assert!(run.contains("twice = [4, 4, 4, 4, 4, 4]"), "{run}");
+    assert!(run.contains("outputs = 1 1"), "{run}");
+
+    // A call added to an existing file: quantized on the next build, nothing else is.
+    // (`added.onnx` has tiny_conv's bytes; its options give it a key of its own.)
+    let nested = krate.join("src/nested.rs");
+    let original = std::fs::read_to_string(&nested).unwrap();
+    std::fs::write(
+        &nested,
+        format!(
+            "{original}\n/// Added by the test.\npub fn added() -> &'static kenosis_runtime::EmbeddedModel {{\n    kenosis_runtime::include_quantized!(\"models/added.onnx\", synthetic_samples = 7)\n}}\n"
+        ),
+    )
+    .unwrap();
+    let second = cargo(&krate, &["build", "--all-targets"], cache.path());
+    assert_eq!(
+        second.matches("kenosis: quantized").count(),
+        1,
+        "only the new model is quantized:\n{second}"
+    );
+    assert!(
+        second.contains(&quantized_line("models/added.onnx")),
+        "{second}"
+    );
+    assert!(entries(&manifest())
+        .contains(&("models/added.onnx".into(), "synthetic_samples = 7".into())));
+
+    // Removed again: the build succeeds and the manifest no longer lists it.
+    std::fs::write(&nested, &original).unwrap();
+    let third = cargo(&krate, &["build", "--all-targets"], cache.path());
+    assert!(!third.contains("kenosis: quantized"), "{third}");
+    assert_eq!(entries(&manifest()).len(), 4);
+}
+
+#[test]
+fn unchanged_rediscovery_of_100_files_is_cheap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"hundred\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("src/m")).unwrap();
+    std::fs::create_dir_all(root.join("models")).unwrap();
+    std::fs::copy(
+        workspace().join("tests/fixtures/tiny/tiny_conv.onnx"),
+        root.join("models/tiny_conv.onnx"),
+    )
+    .unwrap();
+    let mut lib = String::from("mod m;\n");
+    let mut m = String::new();
+    for i in 0..99 {
+        m.push_str(&format!("pub mod f{i};\n"));
+        let mut body = format!("//! Module {i}.\nuse std::collections::HashMap;\n");
+        for j in 0..20 {
+            body.push_str(&format!(
+                "pub fn f{j}(x: &HashMap<String, Vec<u32>>) -> usize {{\n    x.values().map(|v| v.iter().filter(|&&n| n % {} == 0).count()).sum::<usize>() + {j}\n}}\n",
+                j + 2
+            ));
+        }
+        if i % 10 == 0 {
+            body.push_str(&format!(
+                "pub fn model() -> &'static kenosis_runtime::EmbeddedModel {{ kenosis_runtime::include_quantized!(\"models/tiny_conv.onnx\", synthetic_samples = {}) }}\n",
+                8 + i / 10
+            ));
+        }
+        std::fs::write(root.join(format!("src/m/f{i}.rs")), body).unwrap();
+    }
+    lib.push_str("pub fn lib() {}\n");
+    std::fs::write(root.join("src/lib.rs"), lib).unwrap();
+    std::fs::write(root.join("src/m.rs"), m).unwrap();
+    let out = root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+
+    let build = || {
+        kenosis_build::Config::new()
+            .discover()
+            .manifest_dir(root)
+            .out_dir(&out)
+            .cache_dir(cache.path())
+            .compile()
+            .unwrap()
+    };
+    build(); // cold: cargo metadata, every file parsed, 10 models quantized
+    assert_eq!(
+        Manifest::read(&Manifest::path_in(&out))
+            .unwrap()
+            .models
+            .len(),
+        10
+    );
+
+    // An unrelated file changes, as when cargo re-runs the build script after an edit.
+    let edited = root.join("src/m/f55.rs");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, format!("{text}\npub fn edited() {{}}\n")).unwrap();
+
+    let cache_file = out.join("kenosis-discovery.json");
+    let started = Instant::now();
+    let found = kenosis_build::discover::discover_calls(root, Some(&cache_file)).unwrap();
+    let discovery = started.elapsed();
+    assert_eq!(found.files.len(), 101);
+    assert_eq!(found.calls.len(), 10);
+    assert_eq!(found.parsed, 1, "only the edited file is parsed again");
+    assert!(found.targets_cached, "no cargo metadata run");
+
+    let started = Instant::now();
+    build(); // the whole build-script body: discovery + 10 cache hits + manifest
+    let whole = started.elapsed();
+    eprintln!(
+        "unchanged rebuild, 101 files: discovery {:.1} ms, whole discover().compile() {:.1} ms",
+        discovery.as_secs_f64() * 1e3,
+        whole.as_secs_f64() * 1e3
+    );
+    assert!(
+        discovery.as_millis() < 50,
+        "discovery took {discovery:?} on 101 files"
+    );
+}
