@@ -83,6 +83,7 @@ struct Ctx {
     fidelity_threads: usize,
     methods: bool,
     started: Instant,
+    load_at_start: Option<String>,
 }
 
 impl Ctx {
@@ -162,6 +163,7 @@ pub fn main() -> Result<(), String> {
         fidelity_threads: args.fidelity_threads.max(1),
         methods: !args.skip_methods,
         started,
+        load_at_start: load_average(),
     };
 
     let mut results = Vec::new();
@@ -197,6 +199,7 @@ fn assemble(
         onnxruntime: onnxruntime_version(),
         cpu: cpu_name(),
         logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_average: [ctx.load_at_start.clone(), load_average()],
         calibration_images: CALIBRATION_IMAGES,
         fidelity_threads: ctx.fidelity_threads,
         latency_setup: LatencySetup {
@@ -241,6 +244,11 @@ fn onnxruntime_version() -> String {
         });
     let version = mapped.unwrap_or_else(|| format!("1.{}.x", ort::MINOR_VERSION));
     format!("{version} ({})", ort::info().trim())
+}
+
+fn load_average() -> Option<String> {
+    let l = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
 fn cpu_name() -> Option<String> {

@@ -16,6 +16,9 @@ pub struct Bench {
     pub onnxruntime: String,
     pub cpu: Option<String>,
     pub logical_cpus: usize,
+    /// `/proc/loadavg` (1, 5, 15 min) when the bench started and when it ended: other work
+    /// on the machine adds noise to the latencies (interleaving keeps the ratios fair).
+    pub load_average: [Option<String>; 2],
     pub calibration_images: usize,
     /// Worker threads (each with 1-thread sessions) of the fidelity pass.
     pub fidelity_threads: usize,
@@ -202,6 +205,13 @@ impl Bench {
             self.latency_setup.warmup_rounds,
             self.total_seconds
         );
+        if let [Some(start), Some(end)] = &self.load_average {
+            let _ = writeln!(
+                w,
+                "Load average (1/5/15 min) at start {start}, at end {end}: latencies are noisy \
+                 on a busy machine; the interleaved runs keep the ratios comparable.\n"
+            );
+        }
         let _ = writeln!(w, "ORT quantizer column: {}.", self.ort_quantizer.settings);
         if let Some(note) = &self.ort_quantizer.note {
             let _ = writeln!(w, "\n**ORT quantizer not available:** {note}");
