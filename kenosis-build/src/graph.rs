@@ -111,6 +111,23 @@ pub fn topological_order(
     Ok(order)
 }
 
+/// Reorders `graph.node` topologically (see [`topological_order`]).
+///
+/// # Errors
+/// As [`topological_order`]: a dangling input or a cycle.
+pub fn sort_topologically(graph: &mut GraphProto) -> Result<(), String> {
+    let order = topological_order(graph, &HashSet::new())?;
+    let mut nodes: Vec<Option<crate::onnx::NodeProto>> = std::mem::take(&mut graph.node)
+        .into_iter()
+        .map(Some)
+        .collect();
+    graph.node = order
+        .into_iter()
+        .map(|i| nodes[i].take().expect("each index once"))
+        .collect();
+    Ok(())
+}
+
 /// Hands out tensor/node names that do not collide with any name already in a graph.
 #[derive(Debug, Default)]
 pub struct NameGen {

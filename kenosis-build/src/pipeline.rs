@@ -300,15 +300,7 @@ impl Calibrated<'_> {
         let act = rewrite::activation_params(&plan, graph, self.ranges);
         let summary =
             rewrite::rewrite(graph, &plan, &act, self.channel_means, self.weight_options)?;
-        let order = topological_order(graph, &Default::default())?;
-        let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
-            .into_iter()
-            .map(Some)
-            .collect();
-        graph.node = order
-            .into_iter()
-            .map(|i| nodes[i].take().expect("each once"))
-            .collect();
+        crate::graph::sort_topologically(graph)?;
         model.producer_name = Some("kenosis".into());
         model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
         Ok(Built {

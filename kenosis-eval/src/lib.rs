@@ -117,17 +117,7 @@ pub fn run(session: &mut Session, x: &Array4<f32>) -> Vec<f32> {
     values.to_vec()
 }
 
-/// Cosine similarity of two vectors (f64 accumulation).
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum();
-    let na: f64 = a.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
+pub use kenosis_build::fidelity::cosine;
 
 /// Index of the largest value.
 pub fn argmax(v: &[f32]) -> usize {

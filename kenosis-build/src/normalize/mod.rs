@@ -8,7 +8,7 @@ mod opset;
 
 use std::collections::HashSet;
 
-use crate::graph::{topological_order, GraphIndex, NameGen};
+use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{self, ModelProto};
 
 pub use opset::TARGET_OPSET;
@@ -77,7 +77,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     graph.input.retain(|i| !init_names.contains(i.name()));
 
     name_unnamed_nodes(graph);
-    sort_topologically(graph)?;
+    crate::graph::sort_topologically(graph)?;
     summary.constants_extracted = constants::extract(graph)?;
     summary.dropouts_removed = remove_dropouts(graph);
 
@@ -97,7 +97,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     let graph = model.graph.as_mut().expect("checked above");
     let mut names = NameGen::new(graph);
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
-    sort_topologically(graph)?;
+    crate::graph::sort_topologically(graph)?;
     Ok(summary)
 }
 
@@ -112,19 +112,6 @@ fn name_unnamed_nodes(graph: &mut onnx::GraphProto) {
     }
 }
 
-fn sort_topologically(graph: &mut onnx::GraphProto) -> Result<(), String> {
-    let order = topological_order(graph, &HashSet::new())?;
-    let mut nodes: Vec<Option<onnx::NodeProto>> = std::mem::take(&mut graph.node)
-        .into_iter()
-        .map(Some)
-        .collect();
-    graph.node = order
-        .into_iter()
-        .map(|i| nodes[i].take().expect("each index once"))
-        .collect();
-    Ok(())
-}
-
 /// Dropout is the identity at inference; removing it lets its neighbours fuse.
 /// Only Dropouts whose mask output is unused are removed.
 fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
@@ -135,8 +122,19 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
         let mask_used = node.output.get(1).is_some_and(|m| {
             !m.is_empty() && (index.consumers.contains_key(m) || index.outputs.contains(m))
         });
-        if node.op_type() == "Dropout" && onnx::is_default_domain(node.domain()) && !mask_used {
-            let (input, output) = (node.input[0].clone(), node.output[0].clone());
+        let (input, output) = match (node.input.first(), node.output.first()) {
+            (Some(i), Some(o)) => (i.clone(), o.clone()),
+            _ => continue,
+        };
+        // A Dropout between a graph input (or another graph output) and a graph output is
+        // the only node keeping both names alive: leave it.
+        let names_clash = index.outputs.contains(&output)
+            && (!index.producer.contains_key(&input) || index.outputs.contains(&input));
+        if node.op_type() == "Dropout"
+            && onnx::is_default_domain(node.domain())
+            && !mask_used
+            && !names_clash
+        {
             removed.insert(i);
             renames.push((output, input));
         }
@@ -144,13 +142,12 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
     for (from, to) in &renames {
         if index.outputs.contains(from) {
             // Keep the graph output's name: the producer now writes it directly.
-            if let Some(&p) = index.producer.get(to) {
-                for o in graph.node[p].output.iter_mut().filter(|o| *o == to) {
-                    *o = from.clone();
-                }
-                rename_inputs(graph, to, from);
-                continue;
+            let p = index.producer[to];
+            for o in graph.node[p].output.iter_mut().filter(|o| *o == to) {
+                *o = from.clone();
             }
+            rename_inputs(graph, to, from);
+            continue;
         }
         rename_inputs(graph, from, to);
     }
