@@ -421,12 +421,7 @@ fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Opt
         options.synthetic_samples = v;
     }
     if let Some(m) = call.method {
-        options.method = match m {
-            kenosis_options::Method::MinMax => calibrate::Method::MinMax,
-            kenosis_options::Method::Percentile(p) => calibrate::Method::Percentile(p),
-            kenosis_options::Method::Entropy => calibrate::Method::Entropy,
-            kenosis_options::Method::Mse => calibrate::Method::Mse,
-        };
+        options.method = m;
     }
     if call.min_cosine.is_some() || call.min_top1_agreement.is_some() {
         let target = options.fidelity_target.get_or_insert_with(Default::default);

@@ -247,7 +247,7 @@ pub fn quantize(
         nodes_fp32: plan.float_nodes.clone(),
         activations_absorbed: plan.absorbed.len(),
         rewrite: rewrite_summary,
-        calibration_method: options.method.name(),
+        calibration_method: options.method.canonical(),
         calibration_samples: calibration_samples.len(),
         calibration_synthetic: data.synthetic,
         fidelity: Some(fidelity_report),

@@ -15,30 +15,10 @@
 
 use super::stats::Histogram;
 
-/// How an activation's range is chosen from its statistics.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Method {
-    /// Observed min and max.
-    MinMax,
-    /// Each tail cut at this percentile (0-100, e.g. 99.99).
-    Percentile(f64),
-    /// Minimum KL divergence (TensorRT's entropy calibration).
-    Entropy,
-    /// Minimum mean squared quantization error.
-    Mse,
-}
-
-impl Method {
-    /// Short name for reports (`minmax`, `percentile(99.99)`, `entropy`, `mse`).
-    pub fn name(&self) -> String {
-        match self {
-            Method::MinMax => "minmax".into(),
-            Method::Percentile(p) => format!("percentile({p})"),
-            Method::Entropy => "entropy".into(),
-            Method::Mse => "mse".into(),
-        }
-    }
-}
+/// How an activation's range is chosen from its statistics: the call-site grammar's own
+/// enum (`minmax`, `percentile(P)`, `entropy`, `mse`), so build options and
+/// `include_quantized!` options cannot drift apart.
+pub use kenosis_options::Method;
 
 /// Number of uint8 quantization intervals.
 const LEVELS: f64 = 255.0;

@@ -210,7 +210,7 @@ fn assemble(
             input: "the first evaluation image",
             order: "interleaved: each round runs every model once, rotating which goes first",
         },
-        default_method: QuantizeOptions::default().method.name(),
+        default_method: QuantizeOptions::default().method.canonical(),
         ort_quantizer: OrtQuantizerSetup {
             available: python.is_some(),
             python,
@@ -349,7 +349,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         for (i, &method) in METHODS.iter().enumerate() {
             let is_default = method == default.method;
             let mut r = MethodResult {
-                method: method.name(),
+                method: method.canonical(),
                 is_default,
                 status: String::new(),
                 error: None,
@@ -568,7 +568,7 @@ fn assign_fidelity(result: &mut ModelResult, slot: Slot, f: Result<Fidelity, Str
             let Some(r) = result
                 .methods
                 .iter_mut()
-                .find(|r| r.method == METHODS[i].name())
+                .find(|r| r.method == METHODS[i].canonical())
             else {
                 return;
             };
@@ -592,7 +592,7 @@ fn kenosis_quantize(
     calib: &kenosis_build::calibrate::CalibrationData,
     options: &QuantizeOptions,
 ) -> (QuantResult, Option<Vec<u8>>) {
-    ctx.log(format!("Kenosis quantize ({})", options.method.name()));
+    ctx.log(format!("Kenosis quantize ({})", options.method.canonical()));
     let t = Instant::now();
     let q = quantize(path, fp32, &Calibration::Data(calib.clone()), options);
     let seconds = t.elapsed().as_secs_f64();
