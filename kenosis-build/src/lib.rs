@@ -148,8 +148,9 @@ impl Config {
         self
     }
 
-    /// How activation ranges are chosen from calibration statistics (see
-    /// [`calibrate::Method`] for the methods and the default).
+    /// How activation ranges are chosen from calibration statistics (default
+    /// [`calibrate::Method::Mse`]; see [`calibrate::range`] for the methods and the
+    /// measurements behind the default).
     pub fn calibration_method(mut self, method: calibrate::Method) -> Self {
         self.method = Some(method);
         self

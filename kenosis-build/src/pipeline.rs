@@ -44,7 +44,7 @@ impl Default for QuantizeOptions {
             reduce_range: cfg!(any(target_arch = "x86", target_arch = "x86_64")),
             synthetic_samples: 16,
             keep_float: Vec::new(),
-            method: calibrate::Method::MinMax,
+            method: calibrate::Method::Mse,
             bias_correction: true,
             fidelity_target: None,
         }

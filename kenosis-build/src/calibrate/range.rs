@@ -10,6 +10,13 @@
 //!   histogram, clipping error included (as in Banner et al. 2019, "Post-training 4-bit
 //!   quantization", for the uniform case).
 //!
+//! **Default: MSE.** Measured by `cargo xtask bench` (calibration on 100 ImageNet images,
+//! agreement with FP32 on 900 others, bias correction on): MSE 97.1% top-1 / 0.9935 mean
+//! cosine on EfficientNet-Lite0 and 94.4% / 0.9941 on SqueezeNet 1.0, against MinMax's
+//! 97.0% / 0.9932 and 92.2% / 0.9926 and Percentile(99.99)'s 96.7% / 0.9931 and
+//! 92.4% / 0.9906. Entropy clips ReLU6 outputs far too hard (its KL comparison ignores the
+//! mass saturated at 6) and collapses EfficientNet-Lite0 (0.6%): do not use it there.
+//!
 //! Entropy and MSE search candidate ranges `[t·min, t·max]` for shrink factors `t` in (0, 1],
 //! so the sign structure (e.g. a ReLU output's zero lower bound) is kept.
 
