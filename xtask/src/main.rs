@@ -6,7 +6,6 @@
 //! To add a command: add a module under `commands/`, a variant to [`Command`] and one arm
 //! to the `match` in [`run`].
 
-mod bench;
 mod cargo;
 mod commands;
 mod ort;
@@ -32,7 +31,7 @@ enum Command {
     SetupOrt(commands::setup_ort::Args),
     Demo(commands::demo::Args),
     Test(commands::test::Args),
-    Bench(bench::Args),
+    Bench(commands::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,7 +50,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::SetupOrt(args) => commands::setup_ort::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Test(args) => commands::test::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     }
 }
 

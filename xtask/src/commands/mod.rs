@@ -1,5 +1,6 @@
 //! One module per `cargo xtask` command, each with an `Args` (clap) and a `run`.
 
+pub mod bench;
 pub mod demo;
 pub mod setup_ort;
 pub mod test;
