@@ -252,6 +252,27 @@ fn unusable_cache_folder() {
 }
 
 #[test]
+fn an_already_quantized_model_is_refused() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    let q = kenosis_build::quantize(
+        &s.path("m.onnx"),
+        &std::fs::read(TINY).expect("fixture"),
+        &kenosis_build::Calibration::Synthetic,
+        &Default::default(),
+    )
+    .expect("fixture quantizes");
+    let p = s.write("int8.onnx", &q.bytes);
+    let err = s.fail(s.config().model("int8.onnx"));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &p,
+        &["already quantized", "quantization nodes", "FP32 original"],
+    );
+}
+
+#[test]
 fn valid_model_compiles_and_a_corrupt_cache_entry_is_rebuilt() {
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");

@@ -66,6 +66,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     if graph.node.is_empty() {
         return Err("the graph has no nodes".into());
     }
+    reject_quantized(graph)?;
 
     // Older IR versions list initializers as graph inputs too; ORT then treats them as
     // overridable inputs and refuses to constant-fold or fuse them.
@@ -99,6 +100,38 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
     crate::graph::sort_topologically(graph)?;
     Ok(summary)
+}
+
+/// Operators that only appear in models that are already quantized (QDQ or QOperator form).
+const QUANTIZED_OPS: &[&str] = &[
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "MatMulInteger",
+    "QGemm",
+    "QLinearAdd",
+    "QLinearMul",
+];
+
+/// Quantizing a quantized model again would stack a second rounding on the first; refuse it
+/// and say what was found.
+fn reject_quantized(graph: &onnx::GraphProto) -> Result<(), String> {
+    let found: Vec<&str> = graph
+        .node
+        .iter()
+        .map(|n| n.op_type())
+        .filter(|op| QUANTIZED_OPS.contains(op))
+        .collect();
+    if let Some(first) = found.first() {
+        return Err(format!(
+            "the model is already quantized ({} quantization nodes, e.g. {first}); give Kenosis the FP32 original",
+            found.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Gives every unnamed node a unique name (`<OpType>_<index>`): reports and
