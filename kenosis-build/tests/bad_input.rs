@@ -252,6 +252,23 @@ fn unusable_cache_folder() {
 }
 
 #[test]
+fn external_data_is_rejected_clearly() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let w = &mut m.graph.as_mut().expect("graph").initializer[0];
+    w.raw_data = None;
+    w.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
+    w.external_data = vec![onnx::StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some("weights.bin".into()),
+    }];
+    let p = s.write("external.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("external.onnx"));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["external file", "save_as_external_data=False"]);
+}
+
+#[test]
 fn an_already_quantized_model_is_refused() {
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
