@@ -369,7 +369,14 @@ impl Config {
         let key = key.finish();
 
         let (artifact, report) = match cache.get(&key) {
-            Some(hit) => hit,
+            // Byte-identical models share cache entries; the report names this one.
+            Some((bytes, report)) => (
+                bytes,
+                Report {
+                    source: model.path.display().to_string(),
+                    ..report
+                },
+            ),
             None => {
                 let mut q = quantize(&path, &bytes, &calibration, options)?;
                 q.report.source = model.path.display().to_string();

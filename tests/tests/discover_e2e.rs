@@ -123,7 +123,7 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
     assert_eq!(
         entries(&m),
         [
-            ("models/example.onnx".into(), "method = \"mse\"".into()),
+            ("models/example.onnx".into(), "method = \"minmax\"".into()),
             ("models/tiny_conv.onnx".into(), String::new()),
             ("models/tiny_conv.onnx".into(), "per_channel = false".into()),
             ("models/tiny_io.onnx".into(), String::new()),
