@@ -12,7 +12,7 @@ use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationD
 use crate::error::{Error, Result};
 use crate::fidelity;
 use crate::graph::topological_order;
-use crate::onnx::{self, type_proto, ModelProto, ValueInfoProto};
+use crate::onnx::{self, ModelProto, ValueInfoProto};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{self, Range, WeightOptions};
 use crate::report::Report;
@@ -312,26 +312,10 @@ impl Calibrated<'_> {
 }
 
 fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {
-    let (dtype, shape) = match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-        Some(type_proto::Value::TensorType(t)) => (
-            ElementType::from_onnx(t.elem_type()).unwrap_or(ElementType::F32),
-            t.shape.as_ref().map_or_else(Vec::new, |s| {
-                s.dim
-                    .iter()
-                    .map(|d| match d.value {
-                        Some(onnx::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => {
-                            Some(v)
-                        }
-                        _ => None,
-                    })
-                    .collect()
-            }),
-        ),
-        _ => (ElementType::F32, Vec::new()),
-    };
+    let (elem, dims) = onnx::declared_tensor(vi).unwrap_or((0, None));
     TensorInfo {
         name: vi.name().to_owned(),
-        dtype,
-        shape,
+        dtype: ElementType::from_onnx(elem).unwrap_or(ElementType::F32),
+        shape: dims.unwrap_or_default(),
     }
 }

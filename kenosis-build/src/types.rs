@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::onnx::{attr, dtype, type_proto, GraphProto, NodeProto, ValueInfoProto};
+use crate::onnx::{attr, dtype, GraphProto, NodeProto, ValueInfoProto};
 
 /// Tensor name → `TensorProto.DataType` for every tensor whose type could be derived.
 pub fn infer_elem_types(graph: &GraphProto, order: &[usize]) -> HashMap<String, i32> {
@@ -45,10 +45,9 @@ pub fn infer_elem_types(graph: &GraphProto, order: &[usize]) -> HashMap<String, 
 
 /// The element type a `ValueInfoProto` declares, if it declares a tensor type.
 pub fn declared_elem_type(vi: &ValueInfoProto) -> Option<i32> {
-    match vi.r#type.as_ref()?.value.as_ref()? {
-        type_proto::Value::TensorType(t) => t.elem_type.filter(|&e| e != 0),
-        _ => None,
-    }
+    crate::onnx::declared_tensor(vi)
+        .map(|(e, _)| e)
+        .filter(|&e| e != 0)
 }
 
 fn output_type(

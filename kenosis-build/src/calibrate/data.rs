@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 
 use crate::error::{Error, Result};
-use crate::onnx::{dtype, tensor_shape_proto::dimension, type_proto, GraphProto};
+use crate::onnx::{dtype, GraphProto};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
 #[derive(Debug, Clone, PartialEq)]
@@ -30,21 +30,8 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
         .iter()
         .filter(|i| !inits.contains(i.name()))
         .map(|i| {
-            let (elem_type, dims) = match i.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-                Some(type_proto::Value::TensorType(t)) => (
-                    t.elem_type(),
-                    t.shape.as_ref().map_or_else(Vec::new, |s| {
-                        s.dim
-                            .iter()
-                            .map(|d| match d.value {
-                                Some(dimension::Value::DimValue(v)) if v > 0 => Some(v),
-                                _ => None,
-                            })
-                            .collect()
-                    }),
-                ),
-                _ => (0, Vec::new()),
-            };
+            let (elem_type, dims) = crate::onnx::declared_tensor(i).unwrap_or((0, None));
+            let dims = dims.unwrap_or_default();
             InputSpec {
                 name: i.name().to_owned(),
                 elem_type,

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::graph::NameGen;
-use crate::onnx::{attr, make_node, tensor, type_proto, GraphProto, NodeProto, TensorProto};
+use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto, TensorProto};
 
 /// The opset models are upgraded to when they are older.
 pub const TARGET_OPSET: i64 = 13;
@@ -64,16 +64,11 @@ fn known_ranks(graph: &GraphProto) -> HashMap<String, Vec<i64>> {
         .chain(&graph.value_info)
         .chain(&graph.output)
     {
-        if let Some(type_proto::Value::TensorType(t)) =
-            vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-        {
-            if let Some(shape) = &t.shape {
-                let dims = shape.dim.iter().map(|d| match d.value {
-                    Some(crate::onnx::tensor_shape_proto::dimension::Value::DimValue(v)) => v,
-                    _ => -1,
-                });
-                ranks.insert(vi.name().to_owned(), dims.collect());
-            }
+        if let Some((_, Some(dims))) = crate::onnx::declared_tensor(vi) {
+            ranks.insert(
+                vi.name().to_owned(),
+                dims.into_iter().map(|d| d.unwrap_or(-1)).collect(),
+            );
         }
     }
     ranks

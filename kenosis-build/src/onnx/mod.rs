@@ -44,6 +44,25 @@ pub fn default_opset(model: &ModelProto) -> Option<i64> {
         .map(|o| o.version())
 }
 
+/// The tensor type a `ValueInfoProto` declares: element type (`TensorProto.DataType`,
+/// 0 when unset) and dims (`None` when no shape is declared; a dim is `None` when symbolic
+/// or not positive). `None` for non-tensor types (sequences, maps) or no type at all.
+pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i64>>>)> {
+    let type_proto::Value::TensorType(t) = vi.r#type.as_ref()?.value.as_ref()? else {
+        return None;
+    };
+    let dims = t.shape.as_ref().map(|s| {
+        s.dim
+            .iter()
+            .map(|d| match d.value {
+                Some(tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => Some(v),
+                _ => None,
+            })
+            .collect()
+    });
+    Some((t.elem_type(), dims))
+}
+
 /// A node with the given type, inputs, outputs and attributes in the default domain.
 pub fn make_node(
     op_type: &str,
