@@ -11,17 +11,26 @@ pub struct QuantizedWeight {
     pub scales: Vec<f32>,
 }
 
+/// Index of the channel each element of a row-major tensor with `dims` belongs to, along
+/// `axis` (ONNX DequantizeLinear-13 `axis` semantics); always 0 per tensor.
+fn channel_of(dims: &[i64], axis: Option<usize>) -> impl Fn(usize) -> usize {
+    let (channels, inner) = match axis {
+        Some(a) => (
+            dims[a] as usize,
+            (dims[a + 1..].iter().product::<i64>() as usize).max(1),
+        ),
+        None => (1, 1),
+    };
+    move |k| (k / inner) % channels
+}
+
 /// Largest magnitude of `values` per slice along `axis` of a row-major tensor with `dims`
 /// (`axis = None`: one value for the whole tensor).
 pub fn abs_max_per_channel(values: &[f32], dims: &[i64], axis: Option<usize>) -> Vec<f64> {
-    let Some(axis) = axis else {
-        return vec![values.iter().fold(0f64, |m, v| m.max(f64::from(v.abs())))];
-    };
-    let channels = dims[axis] as usize;
-    let inner: usize = dims[axis + 1..].iter().product::<i64>() as usize;
-    let mut out = vec![0f64; channels];
+    let channel = channel_of(dims, axis);
+    let mut out = vec![0f64; axis.map_or(1, |a| dims[a] as usize)];
     for (k, v) in values.iter().enumerate() {
-        let c = (k / inner) % channels;
+        let c = channel(k);
         out[c] = out[c].max(f64::from(v.abs()));
     }
     out
@@ -35,17 +44,11 @@ pub fn quantize_with_scales(
     scales: &[f32],
     reduce_range: bool,
 ) -> Vec<i8> {
-    let (channels, inner) = match axis {
-        Some(a) => (
-            dims[a] as usize,
-            dims[a + 1..].iter().product::<i64>() as usize,
-        ),
-        None => (1, values.len().max(1)),
-    };
+    let channel = channel_of(dims, axis);
     values
         .iter()
         .enumerate()
-        .map(|(k, &v)| params::quantize_weight(v, scales[(k / inner) % channels], reduce_range))
+        .map(|(k, &v)| params::quantize_weight(v, scales[channel(k)], reduce_range))
         .collect()
 }
 
@@ -74,17 +77,11 @@ pub fn quantize(
 
 /// The real values a [`QuantizedWeight`] stands for (`code · scale` per channel).
 pub fn dequantize(q: &QuantizedWeight, dims: &[i64], axis: Option<usize>) -> Vec<f32> {
-    let (channels, inner) = match axis {
-        Some(a) => (
-            dims[a] as usize,
-            dims[a + 1..].iter().product::<i64>() as usize,
-        ),
-        None => (1, q.codes.len().max(1)),
-    };
+    let channel = channel_of(dims, axis);
     q.codes
         .iter()
         .enumerate()
-        .map(|(k, &c)| f32::from(c) * q.scales[(k / inner) % channels])
+        .map(|(k, &c)| f32::from(c) * q.scales[channel(k)])
         .collect()
 }
 
