@@ -118,7 +118,8 @@ pub fn quantize(
         Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, &specs)?,
         Calibration::Data(d) => d.clone(),
         Calibration::Synthetic => {
-            calibrate::data::synthetic(&specs, options.synthetic_samples, path)?
+            let dims = calibrate::shapes::resolve(&model, &specs, path)?;
+            calibrate::data::synthetic_with_dims(&specs, &dims, options.synthetic_samples, path)?
         }
     };
     if data.samples.is_empty() {

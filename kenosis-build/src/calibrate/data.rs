@@ -19,6 +19,9 @@ pub struct InputSpec {
     pub elem_type: i32,
     /// Declared dims; `None` where symbolic or missing.
     pub dims: Vec<Option<i64>>,
+    /// The `dim_param` of each dim (`None` for fixed or unnamed dims): symbolic dims with
+    /// the same name must get the same concrete size.
+    pub dim_names: Vec<Option<String>>,
 }
 
 /// The real (non-initializer) inputs of `graph`, in declaration order.
@@ -32,10 +35,13 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
         .map(|i| {
             let (elem_type, dims) = crate::onnx::declared_tensor(i).unwrap_or((0, None));
             let dims = dims.unwrap_or_default();
+            let mut dim_names = crate::onnx::declared_dim_names(i);
+            dim_names.resize(dims.len(), None);
             InputSpec {
                 name: i.name().to_owned(),
                 elem_type,
                 dims,
+                dim_names,
             }
         })
         .collect()
@@ -196,38 +202,28 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
 /// exhausting memory (2^26 f32 = 256 MiB).
 pub const MAX_SYNTHETIC_ELEMENTS: usize = 1 << 26;
 
-/// Concrete shape for a synthetic sample: symbolic batch (first) dims become 1, other
-/// symbolic dims 224 for rank-4 (image-like) inputs and 16 otherwise (sequence-like).
-pub fn concrete_dims(spec: &InputSpec) -> Vec<usize> {
-    let rank = spec.dims.len();
-    spec.dims
-        .iter()
-        .enumerate()
-        .map(|(k, d)| match d {
-            Some(v) => *v as usize,
-            None if k == 0 => 1,
-            None if rank == 4 => 224,
-            None => 16,
-        })
-        .collect()
-}
-
-/// `count` deterministic synthetic samples: standard-normal floats, and for int64 inputs
-/// plausible token data (ids in [1000, 3000), masks of ones). Ranges from synthetic data
-/// only approximate real activations; real samples calibrate far better.
+/// `count` deterministic synthetic samples with the given concrete `dims` per input (see
+/// [`super::shapes::resolve`]): standard-normal floats; for int64 inputs plausible token
+/// data (ids in [1000, 3000), masks of ones, token types of zeros) or, for a scalar sample
+/// rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
+/// activations; real samples calibrate far better.
 ///
 /// # Errors
-/// [`Error::Calibration`] when an input has an element type that cannot be synthesized.
-pub fn synthetic(inputs: &[InputSpec], count: usize, model_path: &Path) -> Result<CalibrationData> {
+/// [`Error::Calibration`] when an input has an element type that cannot be synthesized or
+/// a shape above [`MAX_SYNTHETIC_ELEMENTS`].
+pub fn synthetic_with_dims(
+    inputs: &[InputSpec],
+    dims: &[Vec<usize>],
+    count: usize,
+    model_path: &Path,
+) -> Result<CalibrationData> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6b656e6f736973);
     let mut data = CalibrationData {
         synthetic: true,
         ..Default::default()
     };
-    for spec in inputs {
-        let elements = concrete_dims(spec)
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    for (spec, dims) in inputs.iter().zip(dims) {
+        let elements = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
         if elements.is_none_or(|n| n > MAX_SYNTHETIC_ELEMENTS) {
             return Err(Error::Calibration {
                 path: model_path.to_owned(),
@@ -240,17 +236,23 @@ pub fn synthetic(inputs: &[InputSpec], count: usize, model_path: &Path) -> Resul
     }
     for _ in 0..count {
         let mut sample = Vec::new();
-        for spec in inputs {
-            let shape = IxDyn(&concrete_dims(spec));
+        for (spec, dims) in inputs.iter().zip(dims) {
+            let shape = IxDyn(dims);
+            let name = spec.name.to_ascii_lowercase();
             sample.push(match spec.elem_type {
                 dtype::FLOAT => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
                     rng.sample(StandardNormal)
                 })),
-                dtype::INT64 if spec.name.contains("mask") => {
+                dtype::INT64 if name.contains("mask") => {
                     SampleValue::I64(ArrayD::from_elem(shape, 1))
                 }
-                dtype::INT64 if spec.name.contains("type") => {
+                dtype::INT64 if name.contains("type") => {
                     SampleValue::I64(ArrayD::from_elem(shape, 0))
+                }
+                dtype::INT64
+                    if dims.is_empty() && (name == "sr" || name.contains("sample_rate")) =>
+                {
+                    SampleValue::I64(ArrayD::from_elem(shape, 16000))
                 }
                 dtype::INT64 => SampleValue::I64(ArrayD::from_shape_simple_fn(shape, || {
                     rng.random_range(1000..3000)

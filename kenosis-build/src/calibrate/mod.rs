@@ -4,6 +4,7 @@
 pub mod data;
 pub mod range;
 pub mod session;
+pub mod shapes;
 pub mod stats;
 
 pub use data::{CalibrationData, InputSpec, SampleValue};

@@ -63,6 +63,24 @@ pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i6
     Some((t.elem_type(), dims))
 }
 
+/// The `dim_param` of each declared dim of `vi` (`None` for fixed or unnamed dims; empty
+/// when the shape is not declared).
+pub fn declared_dim_names(vi: &ValueInfoProto) -> Vec<Option<String>> {
+    let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Vec::new();
+    };
+    t.shape.as_ref().map_or_else(Vec::new, |s| {
+        s.dim
+            .iter()
+            .map(|d| match &d.value {
+                Some(tensor_shape_proto::dimension::Value::DimParam(p)) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
 /// A node with the given type, inputs, outputs and attributes in the default domain.
 pub fn make_node(
     op_type: &str,

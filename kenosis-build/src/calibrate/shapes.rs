@@ -1,0 +1,269 @@
+//! Concrete input shapes for synthetic calibration when the model declares symbolic dims.
+//!
+//! A model exported with dynamic axes says nothing about which sizes it actually accepts:
+//! PP-OCRv4's recognizer only runs with height 48 (a Reshape hard-codes the pooled height),
+//! Silero VAD needs audio chunks of at least 64 samples. So the sizes are *probed*: candidate
+//! assignments of the symbolic dims are tried in order of preference, each with one FP32
+//! inference in ONNX Runtime, and the first that runs is used. The artifact keeps the dims
+//! symbolic; only the calibration samples are concrete.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use ort::session::builder::GraphOptimizationLevel;
+use prost::Message;
+
+use super::data::{synthetic_with_dims, InputSpec};
+use super::session;
+use crate::error::{Error, Result};
+use crate::onnx::ModelProto;
+
+/// Sizes tried for the spatial (H, W) dims of a rank-4, image-like input, most likely first:
+/// ImageNet classifiers, text-line recognizers (48 or 32 high), detectors.
+const SPATIAL: [(usize, usize); 8] = [
+    (224, 224),
+    (48, 320),
+    (32, 320),
+    (640, 640),
+    (416, 416),
+    (320, 320),
+    (64, 256),
+    (128, 128),
+];
+
+/// Lengths tried for other symbolic dims (token sequences, audio chunks, state batch).
+const OTHER: [usize; 6] = [16, 1, 512, 64, 128, 256];
+
+/// Most candidate assignments probed before giving up.
+const MAX_PROBES: usize = 48;
+
+/// One dim of one input: fixed, or a symbolic variable shared by all dims with the same
+/// `dim_param` name (unnamed symbolic dims are each their own variable).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Dim {
+    Fixed(usize),
+    Var(usize),
+}
+
+/// What a symbolic variable stands for, which decides its candidate sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Role {
+    /// The leading dim of some input: always 1.
+    Batch,
+    /// H of a rank-4 input (paired with the following W).
+    Height,
+    /// W of a rank-4 input (its size comes with the paired H).
+    Width,
+    Other,
+}
+
+/// The symbolic structure of all inputs.
+struct Symbolic {
+    dims: Vec<Vec<Dim>>,
+    roles: Vec<Role>,
+}
+
+impl Symbolic {
+    fn new(specs: &[InputSpec]) -> Self {
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        let mut roles: Vec<Role> = Vec::new();
+        let dims = specs
+            .iter()
+            .map(|spec| {
+                let rank = spec.dims.len();
+                spec.dims
+                    .iter()
+                    .zip(&spec.dim_names)
+                    .enumerate()
+                    .map(|(k, (d, name))| {
+                        if let Some(v) = d {
+                            return Dim::Fixed(*v as usize);
+                        }
+                        let role = match k {
+                            0 => Role::Batch,
+                            2 if rank == 4 => Role::Height,
+                            3 if rank == 4 => Role::Width,
+                            _ => Role::Other,
+                        };
+                        let named = name.as_deref().filter(|n| !n.is_empty());
+                        if let Some(&var) = named.and_then(|n| by_name.get(n)) {
+                            return Dim::Var(var);
+                        }
+                        roles.push(role);
+                        if let Some(n) = named {
+                            by_name.insert(n, roles.len() - 1);
+                        }
+                        Dim::Var(roles.len() - 1)
+                    })
+                    .collect()
+            })
+            .collect();
+        Self { dims, roles }
+    }
+
+    /// The number of choices for each variable (Batch, Width: one, decided elsewhere).
+    fn choices(&self) -> Vec<usize> {
+        self.roles
+            .iter()
+            .map(|r| match r {
+                Role::Batch | Role::Width => 1,
+                Role::Height => SPATIAL.len(),
+                Role::Other => OTHER.len(),
+            })
+            .collect()
+    }
+
+    /// Concrete dims of every input for one choice per variable. A Width takes the size
+    /// paired with the Height just before it in the same input (224 if H is fixed).
+    fn concrete(&self, choice: &[usize]) -> Vec<Vec<usize>> {
+        self.dims
+            .iter()
+            .map(|dims| {
+                dims.iter()
+                    .enumerate()
+                    .map(|(k, d)| match *d {
+                        Dim::Fixed(v) => v,
+                        Dim::Var(var) => match self.roles[var] {
+                            Role::Batch => 1,
+                            Role::Height => SPATIAL[choice[var]].0,
+                            Role::Width => match k.checked_sub(1).map(|h| dims[h]) {
+                                Some(Dim::Var(h)) if self.roles[h] == Role::Height => {
+                                    SPATIAL[choice[h]].1
+                                }
+                                _ => SPATIAL[0].1,
+                            },
+                            Role::Other => OTHER[choice[var]],
+                        },
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Choice vectors in order of preference: by the sum of choice indices, then
+/// lexicographically, so that one variable moving away from its favourite comes before two.
+fn assignments(choices: &[usize]) -> Vec<Vec<usize>> {
+    let mut all: Vec<Vec<usize>> = vec![vec![]];
+    for &n in choices {
+        let mut next = Vec::with_capacity(all.len() * n);
+        for prefix in &all {
+            for c in 0..n {
+                let mut v = prefix.clone();
+                v.push(c);
+                next.push(v);
+            }
+            // Bounded: more than this many variables is never probed exhaustively anyway.
+            if next.len() > 4096 {
+                break;
+            }
+        }
+        all = next;
+    }
+    all.sort_by_key(|v| (v.iter().sum::<usize>(), v.clone()));
+    all
+}
+
+/// Concrete dims for every input of `model` (normalized) so that synthetic samples run.
+///
+/// Inputs without symbolic dims are returned as declared without running anything. When
+/// the preferred sizes fail, candidate sizes are probed with one FP32 inference each (at
+/// most [`MAX_PROBES`]).
+///
+/// # Errors
+/// [`Error::Calibration`] naming `path` when no candidate runs, with ONNX Runtime's message
+/// for the preferred sizes and a hint to give calibration data; [`Error::Runtime`] when
+/// the model cannot be loaded at all.
+pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<Vec<Vec<usize>>> {
+    let symbolic = Symbolic::new(specs);
+    if symbolic.roles.iter().all(|r| *r == Role::Batch) {
+        return Ok(symbolic.concrete(&vec![0; symbolic.roles.len()]));
+    }
+    let bytes = model.encode_to_vec();
+    let mut session = session::session(path, &bytes, GraphOptimizationLevel::Disable, 1)?;
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let mut first_error: Option<Error> = None;
+    for choice in assignments(&symbolic.choices())
+        .into_iter()
+        .take(MAX_PROBES)
+    {
+        let dims = symbolic.concrete(&choice);
+        let data = match synthetic_with_dims(specs, &dims, 1, path) {
+            Ok(data) => data,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let inputs = session::sample_inputs(&names, &data.samples[0], path)?;
+        match session.run(session::borrowed(&inputs)) {
+            Ok(_) => return Ok(dims),
+            Err(e) => {
+                first_error.get_or_insert_with(|| Error::Calibration {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "the model declares symbolic input dims and no synthetic shape among \
+                         {MAX_PROBES} candidates runs (with {dims:?}: {e}); give calibration data \
+                         of the right shape"
+                    ),
+                });
+            }
+        }
+    }
+    Err(first_error.expect("at least one candidate is probed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, dims: &[Option<i64>], names: &[Option<&str>]) -> InputSpec {
+        InputSpec {
+            name: name.into(),
+            elem_type: crate::onnx::dtype::FLOAT,
+            dims: dims.to_vec(),
+            dim_names: names.iter().map(|n| n.map(str::to_owned)).collect(),
+        }
+    }
+
+    #[test]
+    fn named_dims_are_shared_and_image_dims_paired() {
+        let specs = [
+            spec("ids", &[None, None], &[Some("batch"), Some("sequence")]),
+            spec("mask", &[None, None], &[Some("batch"), Some("sequence")]),
+            spec(
+                "image",
+                &[None, Some(3), None, None],
+                &[Some("n"), None, Some("h"), Some("w")],
+            ),
+        ];
+        let s = Symbolic::new(&specs);
+        // batch, sequence, n, h, w
+        assert_eq!(s.roles.len(), 5);
+        let choice = [0, 2, 0, 1, 0];
+        assert_eq!(
+            s.concrete(&choice),
+            vec![vec![1, 512], vec![1, 512], vec![1, 3, 48, 320]]
+        );
+    }
+
+    #[test]
+    fn unnamed_dims_are_independent() {
+        let specs = [
+            spec("audio", &[None, None], &[None, None]),
+            spec("state", &[Some(2), None, Some(128)], &[None, None, None]),
+        ];
+        let s = Symbolic::new(&specs);
+        assert_eq!(s.roles, vec![Role::Batch, Role::Other, Role::Other]);
+        assert_eq!(s.concrete(&[0, 2, 1]), vec![vec![1, 512], vec![2, 1, 128]]);
+    }
+
+    #[test]
+    fn assignments_prefer_few_departures() {
+        let a = assignments(&[1, 3, 3]);
+        assert_eq!(a.len(), 9);
+        assert_eq!(a[0], vec![0, 0, 0]);
+        assert_eq!(a[1..3], [vec![0, 0, 1], vec![0, 1, 0]]);
+        assert_eq!(a[8], vec![0, 2, 2]);
+    }
+}
