@@ -60,6 +60,20 @@ pub fn choose(hist: &Histogram, method: Method) -> Option<(f32, f32)> {
     Some((min as f32, max as f32))
 }
 
+/// How many uint8 quantization steps of the range `[min, max]` the central 99% of the
+/// histogram's values span; `None` when that bulk has zero width (a mostly constant tensor,
+/// which quantizes exactly).
+///
+/// A few steps means the range is set by rare outliers far from the bulk, e.g. the
+/// [CLS]/[SEP] feature spikes of BERT-style feed-forward outputs (Bondarenko et al. 2021,
+/// "Understanding and Overcoming the Challenges of Efficient Transformer Quantization"):
+/// uint8 then rounds almost every value to the zero point.
+pub fn bulk_steps(hist: &Histogram, (min, max): (f32, f32)) -> Option<f64> {
+    let width = quantile(hist, 0.995) - quantile(hist, 0.005);
+    let step = (f64::from(max) - f64::from(min)) / LEVELS;
+    (width > 0.0 && step > 0.0).then(|| width / step)
+}
+
 /// The value below which fraction `q` of the counts lie (bin-resolution, linear within bin).
 fn quantile(hist: &Histogram, q: f64) -> f64 {
     let target = q * hist.total() as f64;
