@@ -58,6 +58,15 @@ pub fn rule_for(op_type: &str) -> OpRule {
     }
 }
 
+/// Why a default-domain op the table leaves FP32 is worth naming in the report.
+fn float_reason(op_type: &str) -> Option<&'static str> {
+    match op_type {
+        "If" | "Loop" | "Scan" => Some("control flow: its subgraphs are left FP32"),
+        "LSTM" | "GRU" | "RNN" => Some("recurrent op: ONNX Runtime has no QDQ kernel for it"),
+        _ => None,
+    }
+}
+
 /// Which inputs of a node carry quantizable data (not shapes, indices, axes or scales).
 fn data_inputs(node: &NodeProto, rule: OpRule) -> Vec<usize> {
     match (rule, node.op_type()) {
@@ -177,6 +186,8 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             OpRule::Float => {
                 if !crate::onnx::is_default_domain(node.domain()) {
                     float(&mut plan, node, "custom-domain op");
+                } else if let Some(reason) = float_reason(node.op_type()) {
+                    float(&mut plan, node, reason);
                 }
             }
             OpRule::Activation => {}

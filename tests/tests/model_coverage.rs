@@ -1,0 +1,402 @@
+//! Real model families beyond the ImageNet classifiers: each is quantized with default
+//! options, loaded in ONNX Runtime and compared with its FP32 original on real inputs where
+//! the shared data has them.
+//!
+//! The fetched models (PP-OCR, MiniLM, Silero VAD) come from `../shared/fetch-models.sh`;
+//! `cargo xtask test` runs it into `target/kenosis-models` and sets `KENOSIS_MODELS`.
+//! Without them a test skips with a note, except under `CI=true`, where it fails.
+//!
+//! Targets this code does not reach yet are kept as `#[ignore]`d tests with the measured
+//! numbers in their reason, so that `cargo test -- --ignored` shows the gap.
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::calibrate::session::{borrowed, sample_inputs};
+use kenosis_build::calibrate::{CalibrationData, SampleValue};
+use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
+use kenosis_eval::*;
+use ndarray::{Array4, ArrayD, IxDyn};
+use ort::session::builder::GraphOptimizationLevel;
+use ort::session::Session;
+
+/// A model fetched by `fetch-models.sh`, or `None` (skip) outside CI.
+fn fetched(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KENOSIS_MODELS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/kenosis-models")));
+    let path = dir.map(|d| d.join(name)).filter(|p| p.is_file());
+    if path.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{name} not found (CI=true: refusing to skip; run ../shared/fetch-models.sh)"
+        );
+        eprintln!("note: skipping, {name} not fetched (../shared/fetch-models.sh)");
+    }
+    path
+}
+
+fn quantize_with(path: &Path, calibration: Calibration) -> (Vec<u8>, Quantized) {
+    let fp32 = std::fs::read(path).expect("model file");
+    let q = quantize(path, &fp32, &calibration, &QuantizeOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (fp32, q)
+}
+
+/// Sorted `*.jpg` of `images/coco-300`.
+fn coco_files(shared: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(shared.join("images/coco-300"))
+        .expect("coco-300 folder")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A photograph resized to `h`x`w`, as `[1, 3, h, w]` with `f(channel value 0-255)`,
+/// channels in BGR order when `bgr`.
+fn photo(path: &Path, h: u32, w: u32, bgr: bool, f: impl Fn(f32) -> f32) -> Array4<f32> {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb8();
+    let img = image::imageops::resize(&img, w, h, image::imageops::FilterType::Triangle);
+    let mut out = Array4::<f32>::zeros((1, 3, h as usize, w as usize));
+    for (x, y, p) in img.enumerate_pixels() {
+        for c in 0..3 {
+            let src = if bgr { 2 - c } else { c };
+            out[[0, c, y as usize, x as usize]] = f(f32::from(p[src]));
+        }
+    }
+    out
+}
+
+/// Runs a model on named inputs, returning every float output flattened (by output index).
+fn run_all(session: &mut Session, names: &[String], sample: &[SampleValue]) -> Vec<Vec<f32>> {
+    let inputs = sample_inputs(names, sample, Path::new("test")).expect("inputs");
+    let outputs = session.run(borrowed(&inputs)).expect("run");
+    outputs
+        .iter()
+        .map(|(_, v)| {
+            v.try_extract_tensor::<f32>()
+                .map(|(_, x)| x.to_vec())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Mean cosine of output `k` of `int8` against `fp32` over `samples`.
+fn mean_cosine(
+    fp32: &[u8],
+    int8: &[u8],
+    names: &[String],
+    samples: &[Vec<SampleValue>],
+    k: usize,
+) -> f64 {
+    let mut a = session(fp32, GraphOptimizationLevel::All, None);
+    let mut b = session(int8, GraphOptimizationLevel::All, None);
+    let total: f64 = samples
+        .iter()
+        .map(|s| cosine(&run_all(&mut a, names, s)[k], &run_all(&mut b, names, s)[k]))
+        .sum();
+    total / samples.len() as f64
+}
+
+fn image_samples(images: Vec<Array4<f32>>) -> Vec<Vec<SampleValue>> {
+    images
+        .into_iter()
+        .map(|x| vec![SampleValue::F32(x.into_dyn())])
+        .collect()
+}
+
+/// (x / 255 - 0.5) / 0.5, PaddleOCR's normalization.
+fn paddle(v: f32) -> f32 {
+    (v / 255.0 - 0.5) / 0.5
+}
+
+/// PP-OCR on photographs cropped to text-line shape: synthetic calibration, then `eval`
+/// real inputs of `h`x`w`. Returns the mean cosine of the main output.
+fn ppocr(name: &str, h: u32, w: u32) -> Option<f64> {
+    let shared = shared_dir()?;
+    let path = fetched(name)?;
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let files = coco_files(&shared);
+    let eval = image_samples(
+        files[files.len() - 20..]
+            .iter()
+            .map(|f| photo(f, h, w, false, paddle))
+            .collect(),
+    );
+    let cos = mean_cosine(&fp32, &q.bytes, &["x".into()], &eval, 0);
+    eprintln!(
+        "{name}: mean cosine {cos:.4} on 20 photographs; {}",
+        q.report.summary_line()
+    );
+    Some(cos)
+}
+
+#[test]
+fn ppocr_rec_quantizes_with_probed_shape_and_stays_close() {
+    // Declared [N, 3, ?, W]: only height 48 runs (a Reshape hard-codes the pooled height),
+    // so synthetic calibration has to find it.
+    let Some(cos) = ppocr("ppocr-v4-rec.onnx", 48, 320) else {
+        return;
+    };
+    assert!(cos >= 0.98, "PP-OCRv4 rec: mean cosine {cos:.4}");
+}
+
+#[test]
+#[ignore = "target not reached: mean cosine 0.957 on photographs with synthetic calibration (0.996 with photographs as calibration data)"]
+fn ppocr_cls_stays_close_with_synthetic_calibration() {
+    let Some(cos) = ppocr("ppocr-mobile-v2-cls.onnx", 48, 192) else {
+        return;
+    };
+    assert!(cos >= 0.98, "PP-OCR cls: mean cosine {cos:.4}");
+}
+
+#[test]
+#[ignore = "target not reached: mean sigmoid-map cosine 0.55 on photographs with synthetic calibration; logits reach 0.989 only with real calibration"]
+fn ppocr_det_stays_close_with_synthetic_calibration() {
+    let Some(cos) = ppocr("ppocr-v4-det.onnx", 640, 640) else {
+        return;
+    };
+    assert!(cos >= 0.98, "PP-OCRv4 det: mean cosine {cos:.4}");
+}
+
+#[test]
+fn ppocr_det_quantizes_constants_and_transposed_convs() {
+    let Some(path) = fetched("ppocr-v4-det.onnx") else {
+        return;
+    };
+    let (_, q) = quantize_with(&path, Calibration::Synthetic);
+    // Weights live in Constant nodes in the export: they must have become quantizable
+    // initializers, including the upsampling ConvTranspose's.
+    assert!(
+        q.report.normalize.constants_extracted > 0,
+        "{:?}",
+        q.report.normalize
+    );
+    assert!(
+        q.report.ops_quantized.get("Conv").copied().unwrap_or(0) >= 60,
+        "{:?}",
+        q.report.ops_quantized
+    );
+    assert!(
+        q.report.ops_quantized.contains_key("ConvTranspose"),
+        "{:?}",
+        q.report.ops_quantized
+    );
+    // Symbolic H and W stay symbolic in the artifact.
+    let x = &q.report.inputs[0];
+    assert_eq!(x.shape.len(), 4);
+    assert!(x.shape[2].is_none() && x.shape[3].is_none(), "{x:?}");
+}
+
+/// MiniLM token ids of a few real English sentences (tests/data).
+fn sentences() -> Vec<Vec<i64>> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/minilm_sentences.json"),
+    )
+    .expect("sentences file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    v["sentences"]
+        .as_array()
+        .expect("sentences")
+        .iter()
+        .map(|s| {
+            s["ids"]
+                .as_array()
+                .expect("ids")
+                .iter()
+                .map(|i| i.as_i64().expect("id"))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
+    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
+        return;
+    };
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    eprintln!("{}", q.report.summary_line());
+    // The 30522x384 word-embedding table is stored as uint8 (ORT gathers codes directly).
+    assert!(
+        q.report.ops_quantized.get("Gather").copied().unwrap_or(0) >= 1,
+        "{:?}",
+        q.report.ops_quantized
+    );
+    assert!(
+        q.bytes.len() * 3 < fp32.len(),
+        "INT8 {} bytes vs FP32 {}",
+        q.bytes.len(),
+        fp32.len()
+    );
+    // Layer 0's feed-forward output has [CLS]/[SEP] outliers ~1000x its bulk: kept FP32.
+    let outliers: Vec<&str> = q
+        .report
+        .nodes_fp32
+        .iter()
+        .filter(|n| n.reason.contains("outlier-dominated"))
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(
+        outliers.iter().any(|n| n.contains("layer.0/output/dense")),
+        "{outliers:?}"
+    );
+
+    let names: Vec<String> = vec!["input_ids".into(), "attention_mask".into()];
+    let samples: Vec<Vec<SampleValue>> = sentences()
+        .into_iter()
+        .map(|ids| {
+            let n = ids.len();
+            let ids = ArrayD::from_shape_vec(IxDyn(&[1, n]), ids).expect("shape");
+            vec![
+                SampleValue::I64(ids),
+                SampleValue::I64(ArrayD::from_elem(IxDyn(&[1, n]), 1)),
+            ]
+        })
+        .collect();
+    // Output 3 (`461`) is the mean-pooled sentence embedding.
+    let graph_outputs: Vec<&str> = q.report.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(graph_outputs[3], "461", "{graph_outputs:?}");
+    let cos = mean_cosine(&fp32, &q.bytes, &names, &samples, 3);
+    eprintln!("MiniLM sentence embeddings: mean cosine {cos:.4}");
+    assert!(cos >= 0.98, "MiniLM sentence embedding cosine {cos:.4}");
+}
+
+#[test]
+fn silero_vad_runs_and_matches_with_control_flow_left_fp32() {
+    let Some(path) = fetched("silero_vad.onnx") else {
+        return;
+    };
+    // Symbolic audio length probed (16 samples is too short for its STFT padding), and the
+    // `sr` scalar synthesized as 16000.
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let kept: Vec<(&str, &str)> = q
+        .report
+        .nodes_fp32
+        .iter()
+        .map(|n| (n.op_type.as_str(), n.reason.as_str()))
+        .collect();
+    assert!(
+        kept.iter()
+            .any(|(op, reason)| *op == "If" && reason.contains("control flow")),
+        "{kept:?}"
+    );
+    let names: Vec<String> = vec!["input".into(), "state".into(), "sr".into()];
+    let samples: Vec<Vec<SampleValue>> = (0..4)
+        .map(|k| {
+            let tone = ArrayD::from_shape_fn(IxDyn(&[1, 512]), |i| {
+                let t = i[1] as f32 / 16000.0;
+                0.3 * (2.0 * std::f32::consts::PI * (150.0 + 100.0 * k as f32) * t).sin()
+            });
+            vec![
+                SampleValue::F32(tone),
+                SampleValue::F32(ArrayD::zeros(IxDyn(&[2, 1, 128]))),
+                SampleValue::I64(ArrayD::from_elem(IxDyn(&[]), 16000)),
+            ]
+        })
+        .collect();
+    let cos = mean_cosine(&fp32, &q.bytes, &names, &samples, 0);
+    assert!(cos >= 0.98, "Silero VAD speech probability cosine {cos:.4}");
+}
+
+/// YOLOX-Nano on COCO photographs (BGR 0-255, 416x416): calibration on 20, evaluation on 20.
+fn yolox() -> Option<(Vec<u8>, Quantized, Vec<Vec<SampleValue>>)> {
+    let shared = shared_dir()?;
+    let path = shared.join("models/yolox_nano.onnx");
+    let files = coco_files(&shared);
+    let load = |fs: &[PathBuf]| -> Vec<Array4<f32>> {
+        fs.iter().map(|f| photo(f, 416, 416, true, |v| v)).collect()
+    };
+    let calib = CalibrationData {
+        samples: image_samples(load(&files[..20])),
+        files: Vec::new(),
+        synthetic: false,
+    };
+    let (fp32, q) = quantize_with(&path, Calibration::Data(calib));
+    let eval = image_samples(load(&files[files.len() - 20..]));
+    Some((fp32, q, eval))
+}
+
+#[test]
+fn yolox_every_conv_fuses_and_the_output_stays_fp32() {
+    let Some((fp32, q, _)) = yolox() else { return };
+    let model = kenosis_build::pipeline::decode(Path::new("yolox"), &fp32).expect("decodes");
+    let convs = model
+        .graph
+        .as_ref()
+        .expect("graph")
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "Conv")
+        .count();
+    assert_eq!(
+        q.report.ops_quantized.get("Conv"),
+        Some(&convs),
+        "{:?}",
+        q.report.nodes_fp32
+    );
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let optimized = tmp.path().join("optimized.onnx");
+    session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
+    let ops = op_types(&optimized);
+    let qlinear = ops.iter().filter(|o| *o == "QLinearConv").count();
+    let float_convs = ops
+        .iter()
+        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
+        .count();
+    assert_eq!((qlinear, float_convs), (convs, 0), "ops: {ops:?}");
+
+    // The decode head's output is the graph output, untouched: same name, float.
+    assert_eq!(q.report.outputs.len(), 1);
+    assert_eq!(q.report.outputs[0].name, "output");
+    assert_eq!(
+        q.report.outputs[0].dtype,
+        kenosis_manifest::ElementType::F32
+    );
+}
+
+#[test]
+#[ignore = "target not reached: mean output cosine 0.919 on COCO photographs with real calibration (ORT's quantizer: 0.901)"]
+fn yolox_output_stays_close() {
+    let Some((fp32, q, eval)) = yolox() else {
+        return;
+    };
+    let cos = mean_cosine(&fp32, &q.bytes, &["images".into()], &eval, 0);
+    assert!(cos >= 0.98, "YOLOX-Nano output cosine {cos:.4}");
+}
+
+#[test]
+fn efficientnet_with_batchnorm_quantizes_like_the_folded_model() {
+    let Some(shared) = shared_dir() else { return };
+    let files = imagenet_files(&shared);
+    let calib = load_batch(&files[..50], Preprocess::RgbCentered);
+    let eval = load_batch(&files[files.len() - 50..], Preprocess::RgbCentered);
+    let fidelity = |name: &str| {
+        let path = shared.join("models").join(name);
+        let (fp32, q) = quantize_with(&path, Calibration::Data(calibration(&calib)));
+        let model = kenosis_build::pipeline::decode(&path, &q.bytes).expect("decodes");
+        let bn = model
+            .graph
+            .expect("graph")
+            .node
+            .iter()
+            .filter(|n| n.op_type() == "BatchNormalization")
+            .count();
+        let mut a = session(&fp32, GraphOptimizationLevel::All, None);
+        let mut b = session(&q.bytes, GraphOptimizationLevel::All, None);
+        (bn, compare(&mut a, &mut b, &eval))
+    };
+    let (bn, with_bn) = fidelity("efficientnet_lite0_bn.onnx");
+    let (_, folded) = fidelity("efficientnet_lite0.onnx");
+    eprintln!("with BN: {with_bn:?}; folded: {folded:?}");
+    assert_eq!(bn, 0, "BatchNormalization left in the INT8 model");
+    assert!(
+        (with_bn.mean_cosine - folded.mean_cosine).abs() < 0.003,
+        "BN {with_bn:?} vs folded {folded:?}"
+    );
+    assert!(with_bn.mean_cosine >= 0.98, "{with_bn:?}");
+}
