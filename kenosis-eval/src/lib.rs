@@ -38,11 +38,21 @@ pub enum Preprocess {
 
 /// The sorted JPEG file names of `images/imagenet-224`.
 pub fn imagenet_files(shared: &Path) -> Vec<PathBuf> {
-    let dir = shared.join("images/imagenet-224");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("imagenet-224 folder")
+    sorted_files(&shared.join("images/imagenet-224"), "JPEG")
+}
+
+/// The sorted JPEG file names of `images/coco-300`.
+pub fn coco_files(shared: &Path) -> Vec<PathBuf> {
+    sorted_files(&shared.join("images/coco-300"), "jpg")
+}
+
+/// The sorted paths of the files with extension `ext` in `dir` (panics naming `dir` when it
+/// cannot be read).
+pub fn sorted_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "JPEG"))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
         .collect();
     files.sort();
     files

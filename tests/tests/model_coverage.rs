@@ -42,17 +42,6 @@ fn quantize_with(path: &Path, calibration: Calibration) -> (Vec<u8>, Quantized) 
     (fp32, q)
 }
 
-/// Sorted `*.jpg` of `images/coco-300`.
-fn coco_files(shared: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(shared.join("images/coco-300"))
-        .expect("coco-300 folder")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
-        .collect();
-    files.sort();
-    files
-}
-
 /// A photograph resized to `h`x`w`, as `[1, 3, h, w]` with `f(channel value 0-255)`,
 /// channels in BGR order when `bgr`.
 fn photo(path: &Path, h: u32, w: u32, bgr: bool, f: impl Fn(f32) -> f32) -> Array4<f32> {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_eval::{imagenet_files, load_image, Preprocess};
+use kenosis_eval::{coco_files, imagenet_files, load_image, Preprocess};
 
 use super::measure::Columns;
 use ndarray::{Array4, Axis};
@@ -82,16 +82,7 @@ impl ModelSpec {
     pub fn files(&self, shared: &Path) -> Vec<PathBuf> {
         match self.inputs {
             Inputs::ImageNet(_) => imagenet_files(shared),
-            Inputs::Coco416 => {
-                let dir = shared.join("images/coco-300");
-                let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-                    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-                    .map(|e| e.expect("dir entry").path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
-                    .collect();
-                files.sort();
-                files
-            }
+            Inputs::Coco416 => coco_files(shared),
         }
     }
 
