@@ -217,7 +217,7 @@ fn is_image(dims: &[usize]) -> bool {
 /// Natural images have a roughly 1/f amplitude spectrum (Field 1987, "Relations between the
 /// statistics of natural images..."), so a network's activations on such fields are much
 /// closer to those on photographs than on white noise. Measured on PP-OCR's direction
-/// classifier, evaluated on photographs: cosine 0.970 when calibrated on these fields,
+/// classifier, evaluated on 20 photographs: cosine 0.963 when calibrated on these fields,
 /// 0.861 on standard-normal noise, 0.996 on photographs.
 fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
     let (n, c, h, w) = (dims[0], dims[1], dims[2], dims[3]);
@@ -254,8 +254,8 @@ fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
 }
 
 /// `count` deterministic synthetic samples with the given concrete `dims` per input (see
-/// [`super::shapes::resolve`]): image-like fields for `[N, 3, H, W]` float inputs (see
-/// [`image_like`]), standard-normal values for other floats; for int64 inputs plausible token
+/// [`super::shapes::resolve`]): image-like fields for photograph-sized `[N, 3, H, W]` float
+/// inputs (see [`is_image`], [`image_like`]), standard-normal values for other floats; for int64 inputs plausible token
 /// data (ids in [1000, 3000), masks of ones, token types of zeros) or, for a scalar sample
 /// rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
 /// activations; real samples calibrate far better.
