@@ -353,6 +353,10 @@ impl Config {
 
         let mut key = cache::KeyHasher::new(ort::info());
         key.add(&bytes).add(format!("{options:?}").as_bytes());
+        for file in pipeline::external_files(&path, &pipeline::decode(&path, &bytes)?)? {
+            cargo::rerun_if_changed(&file);
+            key.add(&std::fs::read(&file).map_err(|e| Error::io(&file, e))?);
+        }
         let calibration = match calib {
             Some(dir) => {
                 let dir = manifest_dir.join(dir);

@@ -94,7 +94,37 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
     Ok(model)
 }
 
+/// The folder external data locations of the model at `path` are relative to.
+pub fn model_dir(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// The data files the model at `path` keeps tensors in (see [`onnx::external`]); empty for
+/// a self-contained model. They are build inputs: the cache key covers their bytes.
+///
+/// # Errors
+/// [`Error::InvalidModel`] when a tensor's data location is malformed or leaves the
+/// model's folder.
+pub fn external_files(path: &Path, model: &ModelProto) -> Result<Vec<std::path::PathBuf>> {
+    onnx::external::files(model, model_dir(path)).map_err(|e| external_error(path, e))
+}
+
+fn external_error(path: &Path, e: onnx::external::ExternalDataError) -> Error {
+    match e {
+        onnx::external::ExternalDataError::Invalid(reason) => Error::InvalidModel {
+            path: path.to_owned(),
+            reason,
+        },
+        onnx::external::ExternalDataError::Io(file, source) => Error::Io { path: file, source },
+    }
+}
+
+/// Largest message protobuf implementations (and so ONNX Runtime) parse: 2 GiB - 1.
+const PROTOBUF_LIMIT: usize = i32::MAX as usize;
+
 /// Quantizes `model_bytes` (the FP32 model at `path`) to a static INT8 QDQ model.
+/// Tensors kept in external data files beside `path` are read in: the artifact is always one
+/// self-contained file.
 ///
 /// # Errors
 /// Any [`Error`]: invalid or unsupported model, bad calibration data, ONNX Runtime failures.
@@ -110,6 +140,7 @@ pub fn quantize(
         reason,
     };
     let mut model = decode(path, model_bytes)?;
+    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
     let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
     let graph = model.graph.as_ref().expect("normalized");
     let specs = input_specs(graph);
@@ -251,6 +282,12 @@ pub fn quantize(
             .or_default() += 1;
     }
     let bytes = quantized.encode_to_vec();
+    if bytes.len() > PROTOBUF_LIMIT {
+        return Err(unsupported(format!(
+            "the INT8 model would be {} bytes, over protobuf's 2 GB limit for one ONNX file",
+            bytes.len()
+        )));
+    }
     let graph = quantized.graph.as_ref().expect("normalized");
     let report = Report {
         source: path.display().to_string(),

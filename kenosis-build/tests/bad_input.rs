@@ -251,21 +251,132 @@ fn unusable_cache_folder() {
     assert_mentions(&err, &not_a_dir, &[]);
 }
 
-#[test]
-fn external_data_is_rejected_clearly() {
-    let s = Sandbox::new();
+/// `tiny()` with every initializer moved to `data_file` (one after another, as
+/// `onnx.save_model(..., save_as_external_data=True)` writes them), returning the model and
+/// the file's bytes.
+fn tiny_with_external_data(data_file: &str) -> (ModelProto, Vec<u8>) {
     let mut m = tiny();
-    let w = &mut m.graph.as_mut().expect("graph").initializer[0];
-    w.raw_data = None;
-    w.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
-    w.external_data = vec![onnx::StringStringEntryProto {
-        key: Some("location".into()),
-        value: Some("weights.bin".into()),
-    }];
-    let p = s.write("external.onnx", &m.encode_to_vec());
-    let err = s.fail(s.config().model("external.onnx"));
-    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
-    assert_mentions(&err, &p, &["external file", "save_as_external_data=False"]);
+    let mut data = Vec::new();
+    for t in &mut m.graph.as_mut().expect("graph").initializer {
+        let bytes: Vec<u8> = match t.data_type() {
+            onnx::dtype::FLOAT => onnx::tensor::to_f32(t)
+                .expect("float initializer")
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
+            _ => continue,
+        };
+        t.float_data.clear();
+        t.raw_data = None;
+        t.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
+        t.external_data = [
+            ("location", data_file.to_owned()),
+            ("offset", data.len().to_string()),
+            ("length", bytes.len().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| onnx::StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v),
+        })
+        .collect();
+        data.extend(bytes);
+    }
+    (m, data)
+}
+
+#[test]
+fn external_data_is_read_and_its_bytes_enter_the_cache_key() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("inline.onnx")).expect("copy");
+    let (m, data) = tiny_with_external_data("weights.bin");
+    s.write("external.onnx", &m.encode_to_vec());
+    s.write("weights.bin", &data);
+    let build = || {
+        s.config()
+            .model("inline.onnx")
+            .model("external.onnx")
+            .compile()
+            .expect("both quantize");
+        kenosis_manifest::Manifest::read(&s.path("out/kenosis-manifest.json")).expect("manifest")
+    };
+    let manifest = build();
+    let artifact = |i: usize| std::fs::read(&manifest.models[i].artifact_path).expect("artifact");
+    assert_eq!(
+        artifact(0),
+        artifact(1),
+        "the same weights give the same self-contained INT8 model"
+    );
+
+    // New weights in the data file alone must not be served from the cache.
+    let changed: Vec<u8> = data
+        .chunks_exact(4)
+        .flat_map(|c| (f32::from_le_bytes(c.try_into().unwrap()) * 0.5).to_le_bytes())
+        .collect();
+    s.write("weights.bin", &changed);
+    let rebuilt = build();
+    assert_eq!(rebuilt.models[0].hash, manifest.models[0].hash);
+    assert_ne!(rebuilt.models[1].hash, manifest.models[1].hash);
+    assert_ne!(
+        std::fs::read(&rebuilt.models[1].artifact_path).expect("artifact"),
+        artifact(1)
+    );
+}
+
+#[test]
+fn external_data_outside_the_folder_or_the_file_is_refused() {
+    let s = Sandbox::new();
+    let (m, data) = tiny_with_external_data("weights.bin");
+    s.write("weights.bin", &data);
+    s.write("secret.bin", &data);
+    let with_entry = |key: &str, value: &str| {
+        let mut m = m.clone();
+        let t = &mut m.graph.as_mut().expect("graph").initializer[0];
+        for e in t.external_data.iter_mut().filter(|e| e.key() == key) {
+            e.value = Some(value.into());
+        }
+        m.encode_to_vec()
+    };
+    let mut cases = vec![
+        (
+            "location",
+            "../secret.bin",
+            "must be a relative path inside the model's folder",
+        ),
+        (
+            "location",
+            "/etc/passwd",
+            "must be a relative path inside the model's folder",
+        ),
+        ("offset", "99999999999", "beyond the end of `weights.bin`"),
+        ("length", "-4", "not a byte count"),
+    ];
+    #[cfg(unix)]
+    {
+        std::fs::create_dir_all(s.path("m")).expect("mkdir");
+        std::os::unix::fs::symlink(s.path("secret.bin"), s.path("m/link.bin")).expect("symlink");
+        cases.push((
+            "location",
+            "link.bin",
+            "resolves outside the model's folder",
+        ));
+    }
+    for (key, value, problem) in cases {
+        let p = s.write("m/external.onnx", &with_entry(key, value));
+        s.write("m/weights.bin", &data);
+        let err = s.fail(s.config().model("m/external.onnx"));
+        assert!(
+            matches!(err, Error::InvalidModel { .. }),
+            "{key}={value}: {err:?}"
+        );
+        assert_mentions(&err, &p, &[problem]);
+    }
+
+    // A data file that is not there: the error names it.
+    let p = s.write("n/external.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("n/external.onnx"));
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    assert_mentions(&err, &p.with_file_name("weights.bin"), &[]);
 }
 
 #[test]

@@ -67,18 +67,6 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         return Err("the graph has no nodes".into());
     }
     reject_quantized(graph)?;
-    if let Some(t) = graph
-        .initializer
-        .iter()
-        .find(|t| !t.external_data.is_empty())
-    {
-        return Err(format!(
-            "initializer `{}` keeps its data in an external file; Kenosis reads single-file models: \
-             re-save with `onnx.save_model(model, path, save_as_external_data=False)`",
-            t.name()
-        ));
-    }
-
     // Older IR versions list initializers as graph inputs too; ORT then treats them as
     // overridable inputs and refuses to constant-fold or fuse them.
     let init_names: HashSet<String> = graph

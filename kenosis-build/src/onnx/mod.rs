@@ -6,6 +6,7 @@
 mod proto;
 
 pub mod attr;
+pub mod external;
 pub mod tensor;
 
 pub use proto::*;

@@ -4,7 +4,7 @@
 //! field (`float_data`, `int32_data` for 8/16-bit and bool types, `int64_data`, `double_data`);
 //! both are accepted on read, `raw_data` is always written.
 
-use super::{dtype, tensor_proto::DataLocation, TensorProto};
+use super::{dtype, TensorProto};
 
 /// Number of elements implied by `dims`, or `None` on a negative dim or overflow.
 pub fn element_count(dims: &[i64]) -> Option<usize> {
@@ -13,7 +13,7 @@ pub fn element_count(dims: &[i64]) -> Option<usize> {
 }
 
 fn check_inline(t: &TensorProto) -> Result<(), String> {
-    if t.data_location == Some(DataLocation::External as i32) || !t.external_data.is_empty() {
+    if super::external::is_external(t) {
         return Err(format!(
             "tensor `{}` keeps its data in an external file; save the model with its weights inside the .onnx file",
             t.name()

@@ -1,0 +1,188 @@
+//! Tensors whose bytes live in files beside the model (ONNX "external data", used for models
+//! over protobuf's 2 GB limit and by `onnx.save_model(..., save_as_external_data=True)`).
+//!
+//! A tensor is external when `data_location` is `EXTERNAL`; its `external_data` entries give
+//! `location` (a path relative to the model's folder), and optionally `offset` and `length`
+//! in bytes (ONNX IR spec, "External Tensor Data"). The model file is a build input like any
+//! other, so a location is treated as untrusted: it must be a relative path that stays inside
+//! the model's folder, and `offset`/`length` must lie within the file.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use super::{tensor_proto::DataLocation, GraphProto, ModelProto, TensorProto};
+
+/// Why a model's external data could not be read. The caller adds the model file's name.
+#[derive(Debug)]
+pub enum ExternalDataError {
+    /// The tensor's `external_data` entries are malformed or point outside the model folder.
+    Invalid(String),
+    /// The data file could not be opened or read.
+    Io(PathBuf, std::io::Error),
+}
+
+/// The data files `model` refers to, resolved against `model_dir`, sorted and deduplicated.
+///
+/// # Errors
+/// [`ExternalDataError::Invalid`] when a location is missing, absolute, or leaves
+/// `model_dir`.
+pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, ExternalDataError> {
+    let mut files = BTreeSet::new();
+    if let Some(g) = &model.graph {
+        visit(g, &mut |t| {
+            if is_external(t) {
+                files.insert(Location::of(t)?.file(model_dir)?);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// Reads every external tensor of `model` into its `raw_data`, so that the model is
+/// self-contained. Returns the number of tensors read.
+///
+/// # Errors
+/// [`ExternalDataError::Invalid`] for a bad location or an `offset`/`length` outside the
+/// file; [`ExternalDataError::Io`] when a data file cannot be read.
+pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, ExternalDataError> {
+    let mut count = 0;
+    if let Some(g) = &mut model.graph {
+        visit_mut(g, &mut |t| {
+            if is_external(t) {
+                let bytes = Location::of(t)?.read(model_dir, t.name())?;
+                t.raw_data = Some(bytes);
+                t.external_data.clear();
+                t.data_location = None;
+                count += 1;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(count)
+}
+
+/// True when `t` keeps its bytes in an external file.
+pub fn is_external(t: &TensorProto) -> bool {
+    t.data_location == Some(DataLocation::External as i32) || !t.external_data.is_empty()
+}
+
+/// One tensor's `external_data` entries, parsed.
+struct Location {
+    tensor: String,
+    location: String,
+    offset: u64,
+    length: Option<u64>,
+}
+
+impl Location {
+    fn of(t: &TensorProto) -> Result<Self, ExternalDataError> {
+        let invalid = |what: String| {
+            ExternalDataError::Invalid(format!("external tensor `{}`: {what}", t.name()))
+        };
+        let number = |key: &str, value: &str| {
+            value
+                .parse::<u64>()
+                .map_err(|_| invalid(format!("`{key}` is `{value}`, not a byte count")))
+        };
+        let mut location = None;
+        let mut offset = 0;
+        let mut length = None;
+        for entry in &t.external_data {
+            match (entry.key(), entry.value()) {
+                ("location", v) => location = Some(v.to_owned()),
+                ("offset", v) => offset = number("offset", v)?,
+                ("length", v) => length = Some(number("length", v)?),
+                _ => {} // `checksum` and unknown keys do not change where the bytes are.
+            }
+        }
+        let location = location
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| invalid("no `location` entry".into()))?;
+        Ok(Self {
+            tensor: t.name().to_owned(),
+            location,
+            offset,
+            length,
+        })
+    }
+
+    /// The data file, which must stay inside `model_dir` (as `onnx.checker` requires).
+    fn file(&self, model_dir: &Path) -> Result<PathBuf, ExternalDataError> {
+        let rel = Path::new(&self.location);
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(ExternalDataError::Invalid(format!(
+                "external tensor `{}`: location `{}` must be a relative path inside the model's folder",
+                self.tensor, self.location
+            )));
+        }
+        Ok(model_dir.join(rel))
+    }
+
+    fn read(&self, model_dir: &Path, tensor: &str) -> Result<Vec<u8>, ExternalDataError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = self.file(model_dir)?;
+        let io = |e| ExternalDataError::Io(path.clone(), e);
+        // A symlink could still lead out of the folder: compare resolved paths.
+        let (real, real_dir) = (
+            path.canonicalize().map_err(io)?,
+            model_dir.canonicalize().map_err(io)?,
+        );
+        if !real.starts_with(&real_dir) {
+            return Err(ExternalDataError::Invalid(format!(
+                "external tensor `{tensor}`: `{}` resolves outside the model's folder",
+                self.location
+            )));
+        }
+        let mut file = std::fs::File::open(&path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        let length = self.length.unwrap_or(size.saturating_sub(self.offset));
+        // Checked before allocating: a hostile length must not exhaust memory.
+        if self.offset.checked_add(length).is_none_or(|end| end > size) {
+            return Err(ExternalDataError::Invalid(format!(
+                "external tensor `{tensor}`: bytes {}..{} lie beyond the end of `{}` ({size} bytes)",
+                self.offset,
+                self.offset.saturating_add(length),
+                self.location
+            )));
+        }
+        let mut bytes = vec![0; usize::try_from(length).expect("length <= file size")];
+        file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
+        file.read_exact(&mut bytes).map_err(io)?;
+        Ok(bytes)
+    }
+}
+
+type Visit<'a> = dyn FnMut(&TensorProto) -> Result<(), ExternalDataError> + 'a;
+type VisitMut<'a> = dyn FnMut(&mut TensorProto) -> Result<(), ExternalDataError> + 'a;
+
+/// Every tensor of `g` and its subgraphs: initializers and tensor-valued attributes.
+fn visit(g: &GraphProto, f: &mut Visit<'_>) -> Result<(), ExternalDataError> {
+    for t in &g.initializer {
+        f(t)?;
+    }
+    for a in g.node.iter().flat_map(|n| &n.attribute) {
+        for t in a.t.iter().chain(&a.tensors) {
+            f(t)?;
+        }
+        for sub in a.g.iter().chain(&a.graphs) {
+            visit(sub, f)?;
+        }
+    }
+    Ok(())
+}
+
+fn visit_mut(g: &mut GraphProto, f: &mut VisitMut<'_>) -> Result<(), ExternalDataError> {
+    for t in &mut g.initializer {
+        f(t)?;
+    }
+    for a in g.node.iter_mut().flat_map(|n| &mut n.attribute) {
+        for t in a.t.iter_mut().chain(&mut a.tensors) {
+            f(t)?;
+        }
+        for sub in a.g.iter_mut().chain(&mut a.graphs) {
+            visit_mut(sub, f)?;
+        }
+    }
+    Ok(())
+}
