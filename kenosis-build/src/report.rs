@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fidelity::FidelityReport;
 use crate::normalize::NormalizeSummary;
-use crate::quantize::plan::FloatNode;
+use crate::quantize::plan::{FloatNode, CUSTOM_DOMAIN_REASON};
 use crate::quantize::rewrite::RewriteSummary;
 
 /// What was done to one model and what it cost.
@@ -79,8 +79,22 @@ impl Report {
                 }
             )
         });
+        let custom: Vec<String> = self
+            .nodes_fp32
+            .iter()
+            .filter(|n| n.reason.starts_with(CUSTOM_DOMAIN_REASON))
+            .map(|n| format!("{} ({})", n.name, n.op_type))
+            .collect();
+        let custom = if custom.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; custom-domain ops left FP32, check they are not on a hot path: {}",
+                custom.join(", ")
+            )
+        };
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}){fidelity}; {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}){fidelity}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

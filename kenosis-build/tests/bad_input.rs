@@ -379,6 +379,90 @@ fn external_data_outside_the_folder_or_the_file_is_refused() {
     assert_mentions(&err, &p.with_file_name("weights.bin"), &[]);
 }
 
+/// `tiny()` with `op_type` of `domain` between its Relu and its second Conv.
+fn tiny_with_custom_op(op_type: &str, domain: &str) -> ModelProto {
+    let mut m = tiny();
+    m.opset_import.push(onnx::OperatorSetIdProto {
+        domain: Some(domain.into()),
+        version: Some(1),
+    });
+    let g = m.graph.as_mut().expect("graph");
+    let head = g.node.len() - 1;
+    let relu_out = g.node[head].input[0].clone();
+    g.node[head].input[0] = "custom_out".into();
+    let mut node = onnx::make_node(
+        op_type,
+        "custom".into(),
+        vec![relu_out],
+        vec!["custom_out".into()],
+        vec![],
+    );
+    node.domain = Some(domain.into());
+    g.node.insert(head, node);
+    m
+}
+
+#[test]
+fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
+    let s = Sandbox::new();
+    let p = s.write(
+        "m.onnx",
+        &tiny_with_custom_op("Gelu", "com.microsoft").encode_to_vec(),
+    );
+    let q = kenosis_build::quantize(
+        &p,
+        &std::fs::read(&p).expect("model"),
+        &kenosis_build::Calibration::Synthetic,
+        &Default::default(),
+    )
+    .expect("a com.microsoft contrib op runs in ORT");
+    let custom = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
+    assert_eq!(
+        custom.map(|n| n.reason.as_str()),
+        Some("custom-domain op `com.microsoft`")
+    );
+    // The first Conv still quantizes; the head Conv writes the graph output and stays FP32.
+    assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
+    assert!(
+        q.report.summary_line().contains(
+            "custom-domain ops left FP32, check they are not on a hot path: custom (Gelu)"
+        ),
+        "{}",
+        q.report.summary_line()
+    );
+    let graph = ModelProto::decode(q.bytes.as_slice())
+        .expect("artifact")
+        .graph
+        .expect("graph");
+    let custom = graph
+        .node
+        .iter()
+        .find(|n| n.name() == "custom")
+        .expect("kept");
+    assert_eq!(custom.domain(), "com.microsoft");
+}
+
+#[test]
+fn a_custom_op_onnx_runtime_cannot_run_is_named() {
+    let s = Sandbox::new();
+    let p = s.write(
+        "m.onnx",
+        &tiny_with_custom_op("Frobnicate", "com.acme").encode_to_vec(),
+    );
+    let err = s.fail(s.config().model("m.onnx"));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &p,
+        &[
+            "node `custom`",
+            "`Frobnicate`",
+            "`com.acme`",
+            "ONNX Runtime does not implement",
+        ],
+    );
+}
+
 #[test]
 fn an_already_quantized_model_is_refused() {
     let s = Sandbox::new();

@@ -38,6 +38,10 @@ pub enum OpRule {
     Float,
 }
 
+/// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
+/// `com.microsoft` `Gelu`): their semantics are not ours to assume, so they stay FP32.
+pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
+
 /// The placement rule of a default-domain op type.
 pub fn rule_for(op_type: &str) -> OpRule {
     match op_type {
@@ -185,7 +189,8 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         match rule {
             OpRule::Float => {
                 if !crate::onnx::is_default_domain(node.domain()) {
-                    float(&mut plan, node, "custom-domain op");
+                    let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
+                    float(&mut plan, node, &reason);
                 } else if let Some(reason) = float_reason(node.op_type()) {
                     float(&mut plan, node, reason);
                 }
