@@ -29,6 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             min_top1_agreement: None,
         });
     }
+    if let Ok(v) = std::env::var("KENOSIS_SYNTHETIC_SAMPLES") {
+        options.synthetic_samples = v.parse()?;
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,
@@ -38,7 +41,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
     }
     let bytes = std::fs::read(input)?;
-    let q = kenosis_build::quantize(input, &bytes, &calibration, &options)?;
+    let model = kenosis_build::pipeline::decode(input, &bytes)?;
+    let size = bytes.len();
+    drop(bytes);
+    let q = kenosis_build::pipeline::quantize_decoded(input, model, size, &calibration, &options)?;
     std::fs::write(output, &q.bytes)?;
     std::fs::write(
         output.with_extension("report.json"),

@@ -101,7 +101,7 @@ impl<'a> Evaluator<'a> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut s = session(
             &self.path,
-            &model.encode_to_vec(),
+            model.encode_to_vec(),
             GraphOptimizationLevel::All,
             threads,
         )?;

@@ -351,9 +351,12 @@ impl Config {
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
 
+        let decoded = pipeline::decode(&path, &bytes)?;
         let mut key = cache::KeyHasher::new(ort::info());
         key.add(&bytes).add(format!("{options:?}").as_bytes());
-        for file in pipeline::external_files(&path, &pipeline::decode(&path, &bytes)?)? {
+        let size_fp32 = bytes.len();
+        drop(bytes);
+        for file in pipeline::external_files(&path, &decoded)? {
             cargo::rerun_if_changed(&file);
             key.add(&std::fs::read(&file).map_err(|e| Error::io(&file, e))?);
         }
@@ -382,7 +385,8 @@ impl Config {
                 },
             ),
             None => {
-                let mut q = quantize(&path, &bytes, &calibration, options)?;
+                let mut q =
+                    pipeline::quantize_decoded(&path, decoded, size_fp32, &calibration, options)?;
                 q.report.source = model.path.display().to_string();
                 q.report.key = key.clone();
                 cache.put(&key, &q.bytes, &q.report)?;

@@ -134,12 +134,28 @@ pub fn quantize(
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
+    let model = decode(path, model_bytes)?;
+    quantize_decoded(path, model, model_bytes.len(), calibration, options)
+}
+
+/// [`quantize`] for a model already decoded with [`decode`] from a file of `size_fp32`
+/// bytes, so that the caller can drop the encoded bytes first (peak memory: the encoded
+/// model is one more model-sized buffer).
+///
+/// # Errors
+/// As [`quantize`].
+pub fn quantize_decoded(
+    path: &Path,
+    mut model: ModelProto,
+    size_fp32: usize,
+    calibration: &Calibration,
+    options: &QuantizeOptions,
+) -> Result<Quantized> {
     let started = Instant::now();
     let unsupported = |reason: String| Error::Unsupported {
         path: path.to_owned(),
         reason,
     };
-    let mut model = decode(path, model_bytes)?;
     onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
     let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
     let graph = model.graph.as_ref().expect("normalized");
@@ -303,7 +319,7 @@ pub fn quantize(
         calibration_synthetic: data.synthetic,
         fidelity: Some(fidelity_report),
         options: format!("{options:?}"),
-        size_fp32: model_bytes.len(),
+        size_fp32,
         size_int8: bytes.len(),
         seconds: started.elapsed().as_secs_f64(),
         inputs: graph.input.iter().map(tensor_info).collect(),

@@ -11,7 +11,7 @@ use prost::Message;
 use super::data::SampleValue;
 use super::stats::{ChannelAxis, ChannelMean, Histogram};
 use crate::error::{Error, Result};
-use crate::onnx::{type_proto, ModelProto, TypeProto, ValueInfoProto};
+use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
 
 /// The process-wide ONNX Runtime environment (created on first use).
 pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
@@ -30,10 +30,16 @@ pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment
     })
 }
 
-/// Creates a session for `model_bytes` with the given optimization level and thread count.
+/// Creates a session for the encoded model `model_bytes` with the given optimization level
+/// and thread count.
+///
+/// The bytes go to a temporary file and are dropped before ONNX Runtime parses that file:
+/// ORT then streams the protobuf instead of holding a second copy of the model while it
+/// builds its own (measured on the 69 MB MiniLM: one model size less peak memory per
+/// session). Where no temporary file can be written, the bytes are passed in memory.
 pub fn session(
     path: &Path,
-    model_bytes: &[u8],
+    model_bytes: Vec<u8>,
     level: GraphOptimizationLevel,
     threads: usize,
 ) -> Result<Session> {
@@ -45,14 +51,24 @@ pub fn session(
         path: path.to_owned(),
         message: e.to_string(),
     };
-    Session::builder(environment(path)?)
+    let mut builder = Session::builder(environment(path)?)
         .map_err(rt)?
         .with_optimization_level(level)
         .map_err(rtb)?
         .with_intra_threads(threads)
-        .map_err(rtb)?
-        .commit_from_memory(model_bytes)
-        .map_err(rt)
+        .map_err(rtb)?;
+    let file = tempfile::Builder::new()
+        .prefix("kenosis-")
+        .suffix(".onnx")
+        .tempfile()
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &model_bytes).map(|()| f));
+    match file {
+        Ok(file) => {
+            drop(model_bytes);
+            builder.commit_from_file(file.path()).map_err(rt)
+        }
+        Err(_) => builder.commit_from_memory(&model_bytes).map_err(rt),
+    }
 }
 
 /// ONNX Runtime input values for one sample, named after `input_names`.
@@ -89,14 +105,18 @@ pub fn borrowed(values: &[(String, DynValue)]) -> Vec<(&str, SessionInputValue<'
         .collect()
 }
 
-/// A copy of `model` whose graph also outputs each tensor in `tensors` (declared FLOAT).
-pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelProto {
-    let mut m = model.clone();
-    let graph = m.graph.as_mut().expect("normalized model has a graph");
-    let existing: std::collections::HashSet<String> =
-        graph.output.iter().map(|o| o.name().to_owned()).collect();
-    for t in tensors.iter().filter(|t| !existing.contains(*t)) {
-        graph.output.push(ValueInfoProto {
+/// `model`, encoded, with each tensor in `tensors` also a graph output (declared FLOAT).
+///
+/// The extra outputs are appended as a second `ModelProto` holding only them: protobuf
+/// parsers merge a repeated embedded message field, so the graph gains those outputs
+/// without the model (and its weights) being copied.
+pub fn encode_with_observed_outputs(model: &ModelProto, tensors: &[String]) -> Vec<u8> {
+    let graph = model.graph.as_ref().expect("normalized model has a graph");
+    let existing: std::collections::HashSet<&str> = graph.output.iter().map(|o| o.name()).collect();
+    let output = tensors
+        .iter()
+        .filter(|t| !existing.contains(t.as_str()))
+        .map(|t| ValueInfoProto {
             name: Some(t.clone()),
             r#type: Some(TypeProto {
                 value: Some(type_proto::Value::TensorType(type_proto::Tensor {
@@ -106,9 +126,20 @@ pub fn with_observed_outputs(model: &ModelProto, tensors: &[String]) -> ModelPro
                 ..Default::default()
             }),
             ..Default::default()
-        });
-    }
-    m
+        })
+        .collect();
+    let extra = ModelProto {
+        graph: Some(GraphProto {
+            output,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut bytes = model.encode_to_vec();
+    extra
+        .encode(&mut bytes)
+        .expect("a Vec grows to fit any message");
+    bytes
 }
 
 /// What one calibration pass collects.
@@ -144,10 +175,9 @@ pub fn observe(
             .map(|(t, _)| t.clone())
             .filter(|t| !histograms.contains(t)),
     );
-    let calib = with_observed_outputs(model, &exposed);
-    let bytes = calib.encode_to_vec();
+    let bytes = encode_with_observed_outputs(model, &exposed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut session = session(path, &bytes, GraphOptimizationLevel::Disable, threads)?;
+    let mut session = session(path, bytes, GraphOptimizationLevel::Disable, threads)?;
     let mut observed = Observed {
         histograms: histograms
             .iter()

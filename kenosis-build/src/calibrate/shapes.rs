@@ -179,8 +179,12 @@ pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<V
     if symbolic.roles.iter().all(|r| *r == Role::Batch) {
         return Ok(symbolic.concrete(&vec![0; symbolic.roles.len()]));
     }
-    let bytes = model.encode_to_vec();
-    let mut session = session::session(path, &bytes, GraphOptimizationLevel::Disable, 1)?;
+    let mut session = session::session(
+        path,
+        model.encode_to_vec(),
+        GraphOptimizationLevel::Disable,
+        1,
+    )?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut first_error: Option<Error> = None;
     for choice in assignments(&symbolic.choices())

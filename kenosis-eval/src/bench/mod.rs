@@ -9,6 +9,7 @@
 //! graphs. Results go to `<out>/bench.json` and `<out>/bench.md`.
 
 pub mod measure;
+pub mod memory;
 pub mod models;
 pub mod ort_quantizer;
 pub mod report;
@@ -63,7 +64,18 @@ pub struct Args {
     /// Skip the calibration-method comparison
     #[arg(long)]
     skip_methods: bool,
+    /// Skip the peak-memory measurement (MiniLM from `fetch-models.sh`, found in
+    /// $KENOSIS_MODELS or <workspace>/target/kenosis-models)
+    #[arg(long)]
+    skip_memory: bool,
+    /// Synthetic calibration samples of the peak-memory measurement
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    memory_samples: usize,
 }
+
+/// The model whose peak memory while quantizing is measured (a transformer: the largest
+/// weights of the covered models).
+const MEMORY_MODEL: &str = "paraphrase-MiniLM-L3-v2.onnx";
 
 /// The calibration methods compared on the classifiers.
 const METHODS: [Method; 4] = [
@@ -106,6 +118,10 @@ fn workspace_root() -> PathBuf {
 /// Runs the benchmark; `Err` only when it cannot run at all.
 pub fn main() -> Result<(), String> {
     let started = Instant::now();
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(memory::CHILD_FLAG) {
+        return memory::child(&argv[2..]);
+    }
     let args = Args::parse();
     let shared = kenosis_eval::shared_dir()
         .ok_or("shared data not found: put it at ../shared or set KENOSIS_SHARED_DIR")?;
@@ -174,7 +190,31 @@ pub fn main() -> Result<(), String> {
         let bench = assemble(&args, &ctx, python.clone(), note.clone(), &results);
         write(&bench, &out)?;
     }
-    let bench = assemble(&args, &ctx, python, note, &results);
+    let mut bench = assemble(&args, &ctx, python, note, &results);
+    if !args.skip_memory {
+        let dir = std::env::var_os("KENOSIS_MODELS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target/kenosis-models"));
+        let model = dir.join(MEMORY_MODEL);
+        ctx.log(format!("== peak memory: {} ==", model.display()));
+        bench.memory = Some(if model.is_file() {
+            memory::measure(&model, args.memory_samples)
+        } else {
+            memory::MemoryResult {
+                model: MEMORY_MODEL.into(),
+                file_mb: 0.0,
+                samples: args.memory_samples,
+                peak_rss_mb: None,
+                ratio: None,
+                target_ratio: memory::TARGET_RATIO,
+                error: Some(format!(
+                    "{} not found: `cargo xtask bench` fetches it with ../shared/fetch-models.sh",
+                    model.display()
+                )),
+            }
+        });
+    }
+    bench.total_seconds = ctx.started.elapsed().as_secs_f64();
     write(&bench, &out)?;
     println!("{}", bench.markdown());
     eprintln!(
@@ -218,6 +258,7 @@ fn assemble(
             note,
         },
         models: results.to_vec(),
+        memory: None,
         total_seconds: ctx.started.elapsed().as_secs_f64(),
     }
 }

