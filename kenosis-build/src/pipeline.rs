@@ -328,6 +328,56 @@ pub fn quantize_decoded(
     Ok(Quantized { bytes, report })
 }
 
+/// The graph half of [`quantize`] without ONNX Runtime: decode, normalize, plan and rewrite
+/// `model_bytes` with every planned activation range set to `[-1, 1]` and no bias
+/// correction, then encode. The result is not a useful model; the function exists so that
+/// every graph-rewriting path can be driven by arbitrary bytes (the `cargo fuzz` target) and
+/// must return an error, never panic or hang, on bad input.
+///
+/// # Errors
+/// [`Error::InvalidModel`] or [`Error::Unsupported`] as [`quantize`] gives them.
+pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
+    let unsupported = |reason: String| Error::Unsupported {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut model = decode(path, model_bytes)?;
+    if !onnx::external::files(&model, Path::new("")).is_ok_and(|f| f.is_empty()) {
+        return Err(unsupported("external data is not read offline".into()));
+    }
+    crate::normalize::normalize(&mut model).map_err(unsupported)?;
+    let graph = model.graph.as_ref().expect("normalized");
+    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
+    let types = crate::types::infer_elem_types(graph, &order);
+    let plan = plan::plan(graph, &types, &PlanOptions::default());
+    let ranges = plan
+        .observed_tensors()
+        .map(|t| {
+            (
+                t.to_owned(),
+                Range {
+                    min: -1.0,
+                    max: 1.0,
+                },
+            )
+        })
+        .collect();
+    let stats = Calibrated {
+        model: &model,
+        types: &types,
+        ranges: &ranges,
+        channel_means: &HashMap::new(),
+        outlier_dominated: &HashMap::new(),
+        weight_options: WeightOptions {
+            per_channel: true,
+            reduce_range: true,
+            bias_correction: false,
+        },
+    };
+    let built = stats.build(&HashSet::new()).map_err(unsupported)?;
+    Ok(built.model.encode_to_vec())
+}
+
 /// Fewest uint8 steps the central 99% of an activation's values may span before it is
 /// kept FP32 as outlier-dominated.
 const MIN_BULK_STEPS: f64 = 8.0;

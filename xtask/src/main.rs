@@ -32,6 +32,7 @@ enum Command {
     Demo(commands::demo::Args),
     Test(commands::test::Args),
     Bench(commands::bench::Args),
+    Fuzz(commands::fuzz::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +52,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => commands::demo::run(args),
         Command::Test(args) => commands::test::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Fuzz(args) => commands::fuzz::run(args),
     }
 }
 

@@ -300,7 +300,15 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             let gathers_constant = graph.node[i].op_type() == "Gather"
                 && index.is_initializer(&graph.node[i].input[0])
                 && !index.outputs.contains(&out);
-            if matches!(rules[&i], OpRule::Weighted { .. }) || gathers_constant {
+            // A global pooling of a quantized tensor moves the DequantizeLinear from H*W*C
+            // values to C (SqueezeNet's head: QLinearGlobalAveragePool instead of a
+            // Transpose, DQ and float pooling of 1000x13x13).
+            let pools_quantized = graph.node[i].op_type() == "GlobalAveragePool"
+                && !index.outputs.contains(&out)
+                && rules
+                    .keys()
+                    .any(|&j| j != i && quantized_output(j).0 == graph.node[i].input[0]);
+            if matches!(rules[&i], OpRule::Weighted { .. }) || gathers_constant || pools_quantized {
                 continue;
             }
             if !read_by_kept || index.outputs.contains(&out) {

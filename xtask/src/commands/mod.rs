@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod demo;
+pub mod fuzz;
 pub mod setup_ort;
 pub mod test;
