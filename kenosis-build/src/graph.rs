@@ -61,12 +61,28 @@ impl GraphIndex {
 ///
 /// # Errors
 /// A message naming the offending tensor or node when an input is produced by nothing
-/// (dangling) or the nodes form a cycle.
+/// (dangling), a tensor is written twice, or the nodes form a cycle.
 pub fn topological_order(
     graph: &GraphProto,
     outer: &HashSet<String>,
 ) -> Result<Vec<usize>, String> {
     let index = GraphIndex::new(graph);
+    // ONNX graphs are in SSA form; a name written twice would also be counted twice below.
+    let mut written: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in graph.node.iter().enumerate() {
+        for out in node.output.iter().filter(|o| !o.is_empty()) {
+            if let Some(first) = written.insert(out, i) {
+                return Err(format!(
+                    "tensor `{out}` is written by node `{}` ({}) and again by node `{}` ({}); \
+                     an ONNX graph assigns each name once",
+                    graph.node[first].name(),
+                    graph.node[first].op_type(),
+                    node.name(),
+                    node.op_type()
+                ));
+            }
+        }
+    }
     let mut missing = vec![0usize; graph.node.len()];
     for (i, node) in graph.node.iter().enumerate() {
         for inp in node.input.iter().filter(|n| !n.is_empty()) {

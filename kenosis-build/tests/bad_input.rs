@@ -148,6 +148,30 @@ fn graph_with_a_cycle_or_a_dangling_input() {
         &p,
         &["`nowhere`", "no node, initializer or graph input provides"],
     );
+
+    // Found by `cargo xtask fuzz`: a name written twice underflowed the topological sort.
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    g.node[1].output[0] = g.node[0].output[0].clone();
+    let p = s.write("twice.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("twice.onnx"));
+    assert_mentions(&err, &p, &["is written by node", "assigns each name once"]);
+}
+
+/// Inputs `cargo xtask fuzz` found crashing (`tests/fuzz-regressions/`): each must now be
+/// refused with an error.
+#[test]
+fn fuzz_regressions_are_errors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz-regressions");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).expect("regression folder") {
+        let path = entry.expect("entry").path();
+        let bytes = std::fs::read(&path).expect("regression input");
+        let result = kenosis_build::pipeline::quantize_offline(&path, &bytes);
+        assert!(result.is_err(), "{} quantized", path.display());
+        count += 1;
+    }
+    assert!(count > 0, "no regression inputs in {}", dir.display());
 }
 
 #[test]
