@@ -41,11 +41,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .arg(&corpus)
         .arg("--")
         .arg(format!("-max_total_time={}", args.seconds))
-        .arg(format!("-jobs={}", args.jobs))
-        .arg(format!("-workers={}", args.jobs))
         // One input may take a while (a real model through BatchNorm folding), but never long.
         .arg("-timeout=20")
         .arg("-rss_limit_mb=4096");
+    if args.jobs > 1 {
+        // libFuzzer's fork mode; each job logs to `fuzz/fuzz-<n>.log`.
+        cmd.arg(format!("-jobs={}", args.jobs))
+            .arg(format!("-workers={}", args.jobs));
+    }
     crate::cargo::run(cmd)
 }
 
