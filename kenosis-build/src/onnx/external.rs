@@ -50,7 +50,7 @@ pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, Externa
     if let Some(g) = &mut model.graph {
         visit_mut(g, &mut |t| {
             if is_external(t) {
-                let bytes = Location::of(t)?.read(model_dir, t.name())?;
+                let bytes = Location::of(t)?.read(model_dir)?;
                 t.raw_data = Some(bytes);
                 t.external_data.clear();
                 t.data_location = None;
@@ -119,7 +119,7 @@ impl Location {
         Ok(model_dir.join(rel))
     }
 
-    fn read(&self, model_dir: &Path, tensor: &str) -> Result<Vec<u8>, ExternalDataError> {
+    fn read(&self, model_dir: &Path) -> Result<Vec<u8>, ExternalDataError> {
         use std::io::{Read, Seek, SeekFrom};
         let path = self.file(model_dir)?;
         let io = |e| ExternalDataError::Io(path.clone(), e);
@@ -130,8 +130,8 @@ impl Location {
         );
         if !real.starts_with(&real_dir) {
             return Err(ExternalDataError::Invalid(format!(
-                "external tensor `{tensor}`: `{}` resolves outside the model's folder",
-                self.location
+                "external tensor `{}`: `{}` resolves outside the model's folder",
+                self.tensor, self.location
             )));
         }
         let mut file = std::fs::File::open(&path).map_err(io)?;
@@ -140,7 +140,8 @@ impl Location {
         // Checked before allocating: a hostile length must not exhaust memory.
         if self.offset.checked_add(length).is_none_or(|end| end > size) {
             return Err(ExternalDataError::Invalid(format!(
-                "external tensor `{tensor}`: bytes {}..{} lie beyond the end of `{}` ({size} bytes)",
+                "external tensor `{}`: bytes {}..{} lie beyond the end of `{}` ({size} bytes)",
+                self.tensor,
                 self.offset,
                 self.offset.saturating_add(length),
                 self.location

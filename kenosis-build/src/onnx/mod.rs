@@ -49,9 +49,7 @@ pub fn default_opset(model: &ModelProto) -> Option<i64> {
 /// 0 when unset) and dims (`None` when no shape is declared; a dim is `None` when symbolic
 /// or not positive). `None` for non-tensor types (sequences, maps) or no type at all.
 pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i64>>>)> {
-    let type_proto::Value::TensorType(t) = vi.r#type.as_ref()?.value.as_ref()? else {
-        return None;
-    };
+    let t = tensor_type(vi)?;
     let dims = t.shape.as_ref().map(|s| {
         s.dim
             .iter()
@@ -67,8 +65,7 @@ pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i6
 /// The `dim_param` of each declared dim of `vi` (`None` for fixed or unnamed dims; empty
 /// when the shape is not declared).
 pub fn declared_dim_names(vi: &ValueInfoProto) -> Vec<Option<String>> {
-    let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
-    else {
+    let Some(t) = tensor_type(vi) else {
         return Vec::new();
     };
     t.shape.as_ref().map_or_else(Vec::new, |s| {
@@ -80,6 +77,14 @@ pub fn declared_dim_names(vi: &ValueInfoProto) -> Vec<Option<String>> {
             })
             .collect()
     })
+}
+
+/// The tensor type `vi` declares; `None` for other types or no type.
+fn tensor_type(vi: &ValueInfoProto) -> Option<&type_proto::Tensor> {
+    match vi.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) => Some(t),
+        _ => None,
+    }
 }
 
 /// A node with the given type, inputs, outputs and attributes in the default domain.

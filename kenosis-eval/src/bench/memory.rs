@@ -35,10 +35,17 @@ pub struct MemoryResult {
 }
 
 /// Quantizes `model` with `samples` synthetic samples in a child process and reads its
-/// peak RSS.
+/// peak RSS. A missing model is reported in `error`, not measured.
 pub fn measure(model: &Path, samples: usize) -> MemoryResult {
     let file_mb = std::fs::metadata(model).map_or(0.0, |m| m.len() as f64 / 1e6);
-    let peak = run_child(model, samples);
+    let peak = if model.is_file() {
+        run_child(model, samples)
+    } else {
+        Err(format!(
+            "{} not found: `cargo xtask bench` fetches it with ../shared/fetch-models.sh",
+            model.display()
+        ))
+    };
     MemoryResult {
         model: model
             .file_name()

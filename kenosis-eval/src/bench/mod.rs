@@ -197,22 +197,7 @@ pub fn main() -> Result<(), String> {
             .unwrap_or_else(|| workspace_root().join("target/kenosis-models"));
         let model = dir.join(MEMORY_MODEL);
         ctx.log(format!("== peak memory: {} ==", model.display()));
-        bench.memory = Some(if model.is_file() {
-            memory::measure(&model, args.memory_samples)
-        } else {
-            memory::MemoryResult {
-                model: MEMORY_MODEL.into(),
-                file_mb: 0.0,
-                samples: args.memory_samples,
-                peak_rss_mb: None,
-                ratio: None,
-                target_ratio: memory::TARGET_RATIO,
-                error: Some(format!(
-                    "{} not found: `cargo xtask bench` fetches it with ../shared/fetch-models.sh",
-                    model.display()
-                )),
-            }
-        });
+        bench.memory = Some(memory::measure(&model, args.memory_samples));
     }
     bench.total_seconds = ctx.started.elapsed().as_secs_f64();
     write(&bench, &out)?;

@@ -74,12 +74,9 @@ fn ensure_cargo_fuzz() -> Result<()> {
 /// Copies the ONNX fixtures and the shared models up to [`MAX_SEED_BYTES`] into `corpus`.
 fn seed_corpus(root: &Path, corpus: &Path) -> Result<()> {
     std::fs::create_dir_all(corpus).with_context(|| format!("creating {}", corpus.display()))?;
-    let shared_models = std::env::var_os("KENOSIS_SHARED_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("..").join("shared"))
-        .join("models");
+    let shared_models = super::test::check_shared_dir()?.map(|d| d.join("models"));
     let mut seeds = 0;
-    for dir in [root.join("tests/fixtures/tiny"), shared_models] {
+    for dir in std::iter::once(root.join("tests/fixtures/tiny")).chain(shared_models) {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
