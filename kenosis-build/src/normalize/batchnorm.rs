@@ -1,4 +1,4 @@
-//! Conv + BatchNormalization folding: `W' = W·γ/√(σ²+ε)`, `b' = (b−μ)·γ/√(σ²+ε) + β`,
+//! Conv/ConvTranspose + BatchNormalization folding: `W' = W·γ/√(σ²+ε)`, `b' = (b−μ)·γ/√(σ²+ε) + β`,
 //! computed in f64 per output channel (Ioffe & Szegedy 2015; the standard inference-time fold
 //! every runtime applies). Folding before quantization makes the quantized weight the one
 //! that actually runs, so its per-channel scale fits the folded values.
@@ -8,8 +8,9 @@ use std::collections::HashSet;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, tensor, GraphProto};
 
-/// Folds every BatchNormalization whose only input producer is a Conv with constant weight
-/// (and optional constant bias) that feeds nothing else. Returns the number folded.
+/// Folds every BatchNormalization whose only input producer is a Conv or ungrouped
+/// ConvTranspose with constant weight (and optional constant bias) that feeds nothing else.
+/// Returns the number folded.
 ///
 /// # Errors
 /// When a folded tensor's payload is unreadable.
@@ -31,9 +32,15 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         let conv_out_single_use = index.consumers_of(&conv.output[0]).len() == 1
             && !index.outputs.contains(&conv.output[0]);
         let constant = |name: &String| index.is_initializer(name);
-        if conv.op_type() != "Conv"
+        let w_dims = conv
+            .input
+            .get(1)
+            .and_then(|w| index.initializer.get(w))
+            .map(|&k| graph.initializer[k].dims.as_slice());
+        if w_dims
+            .and_then(|d| super::conv_out_channels(conv, d))
+            .is_none()
             || !conv_out_single_use
-            || !constant(&conv.input[1])
             || conv
                 .input
                 .get(2)
@@ -58,7 +65,8 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         let w_init = &graph.initializer[index.initializer[&conv.input[1]]];
         let w_dims = w_init.dims.clone();
         let mut w = tensor::to_f32(w_init)?;
-        let out_channels = *w_dims.first().ok_or("Conv weight has no dims")? as usize;
+        let (out_channels, axis) = super::conv_out_channels(&conv, &w_dims)
+            .ok_or_else(|| format!("`{}` has a weight of unexpected rank", conv.name()))?;
         if [&gamma, &beta, &mean, &var]
             .iter()
             .any(|v| v.len() != out_channels)
@@ -69,16 +77,18 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
             Some(b) => get(graph, b)?,
             None => vec![0.0; out_channels],
         };
-        let per_channel = w.len() / out_channels.max(1);
-        let mut new_bias = vec![0f32; out_channels];
-        for c in 0..out_channels {
-            let factor = f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt();
-            for v in &mut w[c * per_channel..(c + 1) * per_channel] {
-                *v = (f64::from(*v) * factor) as f32;
-            }
-            new_bias[c] =
-                ((f64::from(bias[c]) - f64::from(mean[c])) * factor + f64::from(beta[c])) as f32;
+        let factors: Vec<f64> = (0..out_channels)
+            .map(|c| f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt())
+            .collect();
+        let inner = super::inner_size(&w_dims, axis);
+        for (e, v) in w.iter_mut().enumerate() {
+            *v = (f64::from(*v) * factors[(e / inner) % out_channels]) as f32;
         }
+        let new_bias: Vec<f32> = (0..out_channels)
+            .map(|c| {
+                ((f64::from(bias[c]) - f64::from(mean[c])) * factors[c] + f64::from(beta[c])) as f32
+            })
+            .collect();
         let w_name = names.fresh(&format!("{}_folded_weight", conv.name()));
         let b_name = names.fresh(&format!("{}_folded_bias", conv.name()));
         graph

@@ -1,8 +1,10 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
-//! weights as initializers, inference-only ops removed, BatchNormalization folded,
+//! weights as initializers, inference-only ops removed, bias Adds and BatchNormalization
+//! folded into convolutions,
 //! default-domain opset >= 13, nodes in topological order.
 
 mod batchnorm;
+mod bias_add;
 mod constants;
 mod opset;
 
@@ -31,7 +33,10 @@ pub struct NormalizeSummary {
     pub opset_after: i64,
     /// Constant nodes turned into initializers.
     pub constants_extracted: usize,
-    /// BatchNormalization nodes folded into the preceding Conv.
+    /// Constant per-channel Adds folded into the bias of the preceding Conv/ConvTranspose.
+    #[serde(default)]
+    pub bias_adds_folded: usize,
+    /// BatchNormalization nodes folded into the preceding Conv/ConvTranspose.
     pub batchnorms_folded: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
@@ -97,6 +102,8 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     }
     let graph = model.graph.as_mut().expect("checked above");
     let mut names = NameGen::new(graph);
+    // Bias Adds first: a BatchNormalization after `ConvTranspose → Add` then folds too.
+    summary.bias_adds_folded = bias_add::fold(graph, &mut names)?;
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
     crate::graph::sort_topologically(graph)?;
     Ok(summary)
@@ -236,6 +243,32 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
         !removed.contains(&(i - 1))
     });
     removed.len()
+}
+
+/// Output channels of a Conv or ConvTranspose with weight dims `w_dims`, and the weight axis
+/// that holds them: `[C_out, C_in/group, k...]` (axis 0) for Conv, `[C_in, C_out, k...]`
+/// (axis 1) for a ConvTranspose with `group = 1`. `None` for other ops, weights of rank < 3
+/// and grouped ConvTranspose (its output channels are split across the weight's axes).
+pub(crate) fn conv_out_channels(node: &onnx::NodeProto, w_dims: &[i64]) -> Option<(usize, usize)> {
+    if w_dims.len() < 3 || !onnx::is_default_domain(node.domain()) {
+        return None;
+    }
+    let axis = match node.op_type() {
+        "Conv" => 0,
+        "ConvTranspose" if onnx::attr::int(node, "group", 1) == 1 => 1,
+        _ => return None,
+    };
+    usize::try_from(w_dims[axis]).ok().map(|c| (c, axis))
+}
+
+/// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
+/// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
+pub(crate) fn inner_size(dims: &[i64], axis: usize) -> usize {
+    dims[axis + 1..]
+        .iter()
+        .map(|&d| usize::try_from(d).unwrap_or(0))
+        .product::<usize>()
+        .max(1)
 }
 
 /// Replaces every node input named `from` by `to` (main graph only).

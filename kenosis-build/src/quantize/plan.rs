@@ -259,17 +259,21 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         );
     }
 
-    // 3. A Conv that writes a graph output stays FP32: QLinearConv needs a quantized
-    //    output and graph outputs stay float, so its DequantizeLinear inputs would not fuse.
-    //    Convs that only *lead* to outputs (detector heads) are quantized: their readers
-    //    dequantize, and measured on YOLOX-Nano that costs no fidelity (cosine 0.9188 vs
-    //    0.9186 with the heads in FP32) while every Conv fuses.
+    // 3. A Conv that writes a graph output, directly or through element-wise ops only
+    //    (a text detector's `ConvTranspose → Sigmoid` map), stays FP32. QLinearConv needs a
+    //    quantized output and graph outputs stay float, so its DequantizeLinear inputs would
+    //    not fuse; and its output range is the prediction itself, whose rare decisive tail
+    //    (text pixels) a calibrated range clips: PP-OCRv4 det's map was capped at
+    //    sigmoid(0) = 0.5. Convs that only *lead* to outputs through a mixing op (YOLOX's
+    //    heads before Concat) are quantized: their readers dequantize, and measured on
+    //    YOLOX-Nano that costs no fidelity (cosine 0.9188 vs 0.9186 with the heads in FP32)
+    //    while every Conv fuses.
     let mut writers: Vec<usize> = rules
         .iter()
         .filter(|(&i, r)| {
             matches!(r, OpRule::Weighted { .. })
                 && matches!(graph.node[i].op_type(), "Conv" | "ConvTranspose")
-                && index.outputs.contains(&quantized_output(i).0)
+                && reaches_output_elementwise(graph, &index, &graph.node[i].output[0])
         })
         .map(|(&i, _)| i)
         .collect();
@@ -374,7 +378,34 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
 }
 
 const OUTPUT_CONV_REASON: &str =
-    "writes a graph output: QLinearConv needs a quantized output and graph outputs stay FP32";
+    "writes a graph output (through element-wise ops at most): its range is the prediction itself, and graph outputs stay FP32";
+
+/// Whether every path from `tensor` ends in a graph output after only element-wise ops:
+/// unary activations, Softmax, or Add/Sub/Mul/Div with a constant.
+fn reaches_output_elementwise(graph: &GraphProto, index: &GraphIndex, tensor: &str) -> bool {
+    let readers = index.consumers_of(tensor);
+    if index.outputs.contains(tensor) {
+        return true;
+    }
+    !readers.is_empty()
+        && readers.iter().all(|&c| {
+            let node = &graph.node[c];
+            let elementwise = match node.op_type() {
+                "Sigmoid" | "Tanh" | "Relu" | "Clip" | "HardSigmoid" | "Softmax" | "LogSoftmax"
+                | "Identity" | "Exp" => true,
+                "Add" | "Sub" | "Mul" | "Div" => node
+                    .input
+                    .iter()
+                    .filter(|t| *t != tensor)
+                    .all(|t| index.is_initializer(t)),
+                _ => false,
+            };
+            elementwise
+                && crate::onnx::is_default_domain(node.domain())
+                && node.output.len() == 1
+                && reaches_output_elementwise(graph, index, &node.output[0])
+        })
+}
 
 /// If `act` is a Relu, or a Clip with constant bounds, the range ORT can absorb it into.
 fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option<RangeSource> {
