@@ -29,6 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             min_top1_agreement: None,
         });
     }
+    if let Ok(v) = std::env::var("KENOSIS_KEEP_FLOAT") {
+        options.keep_float = v.split(',').map(str::to_owned).collect();
+    }
     if let Ok(v) = std::env::var("KENOSIS_SYNTHETIC_SAMPLES") {
         options.synthetic_samples = v.parse()?;
     }

@@ -63,7 +63,7 @@ impl Report {
             .collect();
         let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
             format!(
-                "; vs FP32 on {} {} samples: cosine {:.4}, top-1 {:.0}%{}",
+                "; vs FP32 on {} {} samples: cosine {:.4}{}, top-1 {:.0}%{}",
                 f.samples,
                 if f.held_out {
                     "held-out"
@@ -71,6 +71,11 @@ impl Report {
                     "calibration"
                 },
                 f.measured.mean_cosine,
+                if f.held_out {
+                    format!(" (95% lower bound {:.4})", f.measured.cosine_lower_bound)
+                } else {
+                    String::new()
+                },
                 f.measured.top1_agreement * 100.0,
                 if f.kept_fp32.is_empty() {
                     String::new()

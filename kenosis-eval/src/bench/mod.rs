@@ -19,13 +19,14 @@ use std::time::Instant;
 
 use clap::Parser;
 use kenosis_build::calibrate::Method;
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
 use ndarray::Array4;
 
 use measure::Fidelity;
 use models::ModelSpec;
 use report::{
     Bench, Fp32Result, LatencySetup, MethodResult, ModelResult, OrtQuantizerSetup, QuantResult,
+    TargetResult,
 };
 
 /// Calibration images per model (the first ones in sorted order).
@@ -295,6 +296,7 @@ struct Candidate {
 enum Slot {
     Kenosis,
     Ort,
+    Target,
     Method(usize),
 }
 
@@ -328,6 +330,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         ort: QuantResult::default(),
         kenosis_over_ort_latency: None,
         methods: Vec::new(),
+        target: None,
         error: None,
         seconds: 0.0,
     };
@@ -358,9 +361,9 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
 
     // Kenosis, default options.
     let default = QuantizeOptions::default();
-    let (kenosis, bytes) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &default);
+    let (kenosis, q) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &default);
     result.kenosis = kenosis;
-    if let Some(bytes) = bytes {
+    if let Some(Quantized { bytes, .. }) = q {
         let p = dir.join("kenosis.int8.onnx");
         let _ = std::fs::write(&p, &bytes);
         result.kenosis.artifact = Some(p);
@@ -392,11 +395,11 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
                     method,
                     ..QuantizeOptions::default()
                 };
-                let (q, bytes) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &options);
-                r.status = q.status;
-                r.error = q.error;
-                r.quantize_seconds = q.quantize_seconds;
-                if let Some(bytes) = bytes {
+                let (column, q) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &options);
+                r.status = column.status;
+                r.error = column.error;
+                r.quantize_seconds = column.quantize_seconds;
+                if let Some(Quantized { bytes, .. }) = q {
                     candidates.push(Candidate {
                         bytes,
                         slot: Slot::Method(i),
@@ -404,6 +407,34 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
                 }
             }
             result.methods.push(r);
+        }
+    }
+
+    // Kenosis with a fidelity target: which ops it keeps FP32, and what that costs.
+    if let Some(min_cosine) = spec.fidelity_target {
+        let options = QuantizeOptions {
+            fidelity_target: Some(kenosis_build::fidelity::Target {
+                min_cosine: Some(min_cosine),
+                min_top1_agreement: None,
+            }),
+            ..QuantizeOptions::default()
+        };
+        let (column, q) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &options);
+        let built = q.as_ref().and_then(|q| q.report.fidelity.as_ref());
+        result.target = Some(TargetResult {
+            min_cosine,
+            build_cosine: built.map(|f| f.measured.mean_cosine),
+            build_cosine_bound: built.map(|f| f.measured.cosine_lower_bound),
+            build_samples: built.map(|f| f.samples),
+            kept_fp32: built.map(|f| f.kept_fp32.clone()).unwrap_or_default(),
+            result: column,
+            latency_vs_default: None,
+        });
+        if let Some(Quantized { bytes, .. }) = q {
+            candidates.push(Candidate {
+                bytes,
+                slot: Slot::Target,
+            });
         }
     }
     drop(calib_data);
@@ -505,11 +536,13 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
     };
     let mut kenosis_session = None;
     let mut ort_session = None;
+    let mut target_session = None;
     for c in &candidates {
-        let (name, target, column) = match c.slot {
-            Slot::Kenosis => ("kenosis", &mut kenosis_session, &mut result.kenosis),
-            Slot::Ort => ("ort", &mut ort_session, &mut result.ort),
-            Slot::Method(_) => continue,
+        let (name, target, column) = match (c.slot, result.target.as_mut()) {
+            (Slot::Kenosis, _) => ("kenosis", &mut kenosis_session, &mut result.kenosis),
+            (Slot::Ort, _) => ("ort", &mut ort_session, &mut result.ort),
+            (Slot::Target, Some(t)) => ("kenosis-target", &mut target_session, &mut t.result),
+            (Slot::Target, None) | (Slot::Method(_), _) => continue,
         };
         if column.status != "ok" {
             continue;
@@ -535,6 +568,10 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         sessions.push(s);
         sessions.len() - 1
     });
+    let t = target_session.as_mut().map(|s| {
+        sessions.push(s);
+        sessions.len() - 1
+    });
     match measure::latency(&mut sessions, &x, ctx.warmup, ctx.runs) {
         Ok(l) => {
             result.fp32.latency = Some(l[0]);
@@ -549,6 +586,11 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
             }
             if let (Some(a), Some(b)) = (k, o) {
                 result.kenosis_over_ort_latency = Some(l[a].median_ms / l[b].median_ms);
+            }
+            if let (Some(i), Some(target)) = (t, result.target.as_mut()) {
+                target.result.latency = Some(l[i]);
+                target.result.speedup_vs_fp32 = Some(base / l[i].median_ms);
+                target.latency_vs_default = k.map(|d| l[i].median_ms / l[d].median_ms);
             }
             ctx.log(format!(
                 "latency ms: FP32 {:.2}, Kenosis {}, ORT {}",
@@ -590,6 +632,16 @@ fn assign_fidelity(result: &mut ModelResult, slot: Slot, f: Result<Fidelity, Str
             &mut result.ort.error,
             &mut result.ort.fidelity,
         ),
+        Slot::Target => {
+            let Some(t) = result.target.as_mut() else {
+                return;
+            };
+            (
+                &mut t.result.status,
+                &mut t.result.error,
+                &mut t.result.fidelity,
+            )
+        }
         Slot::Method(i) => {
             let Some(r) = result
                 .methods
@@ -610,14 +662,14 @@ fn assign_fidelity(result: &mut ModelResult, slot: Slot, f: Result<Fidelity, Str
     }
 }
 
-/// Quantizes with Kenosis, timing it; the result column and the bytes on success.
+/// Quantizes with Kenosis, timing it; the result column and the artifact on success.
 fn kenosis_quantize(
     ctx: &Ctx,
     path: &Path,
     fp32: &[u8],
     calib: &kenosis_build::calibrate::CalibrationData,
     options: &QuantizeOptions,
-) -> (QuantResult, Option<Vec<u8>>) {
+) -> (QuantResult, Option<Quantized>) {
     ctx.log(format!("Kenosis quantize ({})", options.method.canonical()));
     let t = Instant::now();
     let q = quantize(path, fp32, &Calibration::Data(calib.clone()), options);
@@ -645,7 +697,7 @@ fn kenosis_quantize(
                 notes,
                 ..Default::default()
             };
-            (r, Some(q.bytes))
+            (r, Some(q))
         }
         Err(e) => {
             let e = e.to_string();

@@ -30,6 +30,8 @@ pub struct ModelSpec {
     pub classifier: bool,
     /// Output columns compared separately (secondary metric).
     pub score_columns: Option<Columns>,
+    /// `min_cosine` of an extra Kenosis build with a fidelity target, if the bench makes one.
+    pub fidelity_target: Option<f64>,
 }
 
 pub const MODELS: [ModelSpec; 3] = [
@@ -40,6 +42,7 @@ pub const MODELS: [ModelSpec; 3] = [
         inputs: Inputs::ImageNet(Preprocess::RgbCentered),
         classifier: true,
         score_columns: None,
+        fidelity_target: Some(0.995),
     },
     ModelSpec {
         key: "squeezenet1.0",
@@ -48,6 +51,7 @@ pub const MODELS: [ModelSpec; 3] = [
         inputs: Inputs::ImageNet(Preprocess::BgrMeanSubtracted),
         classifier: true,
         score_columns: None,
+        fidelity_target: None,
     },
     ModelSpec {
         key: "yolox-nano",
@@ -63,6 +67,7 @@ pub const MODELS: [ModelSpec; 3] = [
             start: 4,
             end: 85,
         }),
+        fidelity_target: None,
     },
 ];
 

@@ -68,6 +68,8 @@ pub struct ModelResult {
     pub kenosis_over_ort_latency: Option<f64>,
     /// Kenosis with each calibration method (fidelity only; latency is for the default).
     pub methods: Vec<MethodResult>,
+    /// Kenosis built with `min_cosine` (models whose spec sets one).
+    pub target: Option<TargetResult>,
     /// Errors outside any one column (e.g. the FP32 model failing to run).
     pub error: Option<String>,
     pub seconds: f64,
@@ -114,6 +116,25 @@ impl QuantResult {
             ..Default::default()
         }
     }
+}
+
+/// A Kenosis build with a fidelity target, measured like the default column.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetResult {
+    /// The `min_cosine` the build was given.
+    pub min_cosine: f64,
+    /// Mean cosine the build measured on its held-out calibration samples.
+    pub build_cosine: Option<f64>,
+    /// Its 95% lower confidence bound, which the target is checked against.
+    pub build_cosine_bound: Option<f64>,
+    /// Held-out calibration samples the build measured on.
+    pub build_samples: Option<usize>,
+    /// Ops the build returned to FP32 to meet the target, in the order chosen.
+    pub kept_fp32: Vec<String>,
+    /// Fidelity on the evaluation images, latency (interleaved with the others), size.
+    pub result: QuantResult,
+    /// This build's median latency / the default Kenosis build's (> 1: the target costs speed).
+    pub latency_vs_default: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -301,6 +322,54 @@ impl Bench {
                 fusion(&m.kenosis.conv_fusion),
                 fusion(&m.ort.conv_fusion)
             );
+        }
+
+        let with_target: Vec<(&ModelResult, &TargetResult)> = self
+            .models
+            .iter()
+            .filter_map(|m| m.target.as_ref().map(|t| (m, t)))
+            .collect();
+        if !with_target.is_empty() {
+            let _ = writeln!(w, "\n## Kenosis with a fidelity target\n");
+            let _ = writeln!(
+                w,
+                "The build holds out part of its calibration images, measures the INT8 model \
+                 against FP32 on them, and returns the most sensitive ops to FP32 until the \
+                 95% lower confidence bound of the mean cosine there reaches `min_cosine`; the evaluation columns are the bench's own images.\n"
+            );
+            let _ = writeln!(
+                w,
+                "| model | min_cosine | build: held-out cosine, 95% lower bound | ops kept FP32 | eval top-1 | eval cosine mean / min | latency ms | vs default Kenosis | MB | quantize s |"
+            );
+            let _ = writeln!(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+            for (m, t) in with_target {
+                let kept = if t.kept_fp32.is_empty() {
+                    "none".to_owned()
+                } else {
+                    format!("{}: {}", t.kept_fp32.len(), t.kept_fp32.join(", "))
+                };
+                let build = match (t.build_cosine, t.build_cosine_bound, t.build_samples) {
+                    (Some(c), Some(b), Some(n)) => format!("{c:.4}, bound {b:.4} ({n} samples)"),
+                    _ => "—".into(),
+                };
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    m.model,
+                    t.min_cosine,
+                    build,
+                    cell(&kept),
+                    top1(&t.result),
+                    cos(&t.result.fidelity),
+                    ms(&t.result.latency),
+                    ratio(t.latency_vs_default),
+                    mb(t.result.size_bytes),
+                    secs(t.result.quantize_seconds)
+                );
+                if let Some(e) = &t.result.error {
+                    let _ = writeln!(w, "\n- {}: {} `{}`", m.model, t.result.status, cell(e));
+                }
+            }
         }
 
         let with_methods: Vec<&ModelResult> = self
