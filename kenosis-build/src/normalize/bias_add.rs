@@ -64,7 +64,6 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
             }
         }
     }
-    let count = folds.len();
     let mut removed = HashSet::new();
     for (conv_idx, add_idx, constant, channels) in folds {
         let read = |name: &str| tensor::to_f32(&graph.initializer[index.initializer[name]]);
@@ -97,7 +96,7 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         !removed.contains(&(i - 1))
     });
     super::prune_unused_initializers(graph);
-    Ok(count)
+    Ok(removed.len())
 }
 
 /// Whether a constant of `dims` adds one value per channel (axis 1) to an output of rank
