@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 
+use super::conv;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, tensor, GraphProto};
 
@@ -16,47 +17,34 @@ use crate::onnx::{attr, tensor, GraphProto};
 /// When a folded tensor's payload is unreadable.
 pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String> {
     let index = GraphIndex::new(graph);
-    let mut removed = HashSet::new();
     let mut folds = Vec::new();
     for (bn_idx, bn) in graph.node.iter().enumerate() {
         if bn.op_type() != "BatchNormalization"
             || bn.input.len() < 5
             || bn.output.iter().skip(1).any(|o| !o.is_empty())
+            || !bn.input[1..5].iter().all(|t| index.is_initializer(t))
         {
             continue;
         }
-        let Some(&conv_idx) = index.producer.get(&bn.input[0]) else {
-            continue;
-        };
-        let conv = &graph.node[conv_idx];
-        let conv_out_single_use = index.consumers_of(&conv.output[0]).len() == 1
-            && !index.outputs.contains(&conv.output[0]);
-        let constant = |name: &String| index.is_initializer(name);
-        let w_dims = conv
-            .input
-            .get(1)
-            .and_then(|w| index.initializer.get(w))
-            .map(|&k| graph.initializer[k].dims.as_slice());
-        if w_dims
-            .and_then(|d| super::conv_out_channels(conv, d))
-            .is_none()
-            || !conv_out_single_use
-            || conv
-                .input
-                .get(2)
-                .is_some_and(|b| !b.is_empty() && !constant(b))
-            || !bn.input[1..5].iter().all(constant)
-        {
-            continue;
+        if let Some(conv) = conv::foldable_producer(graph, &index, &bn.input[0]) {
+            folds.push((conv, bn_idx));
         }
-        folds.push((conv_idx, bn_idx));
     }
     // New initializers are appended, so the indices in `index` stay valid while folding.
     let get = |graph: &GraphProto, name: &str| {
         tensor::to_f32(&graph.initializer[index.initializer[name]])
     };
-    let count = folds.len();
-    for (conv_idx, bn_idx) in folds {
+    let mut removed = HashSet::new();
+    for (
+        conv::Foldable {
+            node: conv_idx,
+            channels: out_channels,
+            axis,
+            ..
+        },
+        bn_idx,
+    ) in folds
+    {
         let bn = graph.node[bn_idx].clone();
         let conv = graph.node[conv_idx].clone();
         let eps = f64::from(attr::float(&bn, "epsilon", 1e-5));
@@ -65,8 +53,6 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         let w_init = &graph.initializer[index.initializer[&conv.input[1]]];
         let w_dims = w_init.dims.clone();
         let mut w = tensor::to_f32(w_init)?;
-        let (out_channels, axis) = super::conv_out_channels(&conv, &w_dims)
-            .ok_or_else(|| format!("`{}` has a weight of unexpected rank", conv.name()))?;
         if [&gamma, &beta, &mean, &var]
             .iter()
             .any(|v| v.len() != out_channels)
@@ -80,7 +66,7 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         let factors: Vec<f64> = (0..out_channels)
             .map(|c| f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt())
             .collect();
-        let inner = super::inner_size(&w_dims, axis);
+        let inner = conv::inner_size(&w_dims, axis);
         for (e, v) in w.iter_mut().enumerate() {
             *v = (f64::from(*v) * factors[(e / inner) % out_channels]) as f32;
         }
@@ -90,25 +76,14 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
             })
             .collect();
         let w_name = names.fresh(&format!("{}_folded_weight", conv.name()));
-        let b_name = names.fresh(&format!("{}_folded_bias", conv.name()));
         graph
             .initializer
             .push(tensor::from_f32(&w_name, &w_dims, &w));
-        graph
-            .initializer
-            .push(tensor::from_f32(&b_name, &[out_channels as i64], &new_bias));
-        let node = &mut graph.node[conv_idx];
-        node.input.truncate(2);
-        node.input[1] = w_name;
-        node.input.push(b_name);
-        node.output[0] = bn.output[0].clone();
+        graph.node[conv_idx].input[1] = w_name;
+        conv::set_folded_bias(graph, names, conv_idx, &new_bias, bn.output[0].clone());
         removed.insert(bn_idx);
     }
-    let mut i = 0;
-    graph.node.retain(|_| {
-        i += 1;
-        !removed.contains(&(i - 1))
-    });
+    super::remove_nodes(graph, &removed);
     super::prune_unused_initializers(graph);
-    Ok(count)
+    Ok(removed.len())
 }

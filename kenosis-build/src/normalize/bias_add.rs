@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 
+use super::conv;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{tensor, GraphProto};
 
@@ -23,7 +24,10 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
     let index = GraphIndex::new(graph);
     let mut folds = Vec::new();
     for (add_idx, add) in graph.node.iter().enumerate() {
-        if add.op_type() != "Add" || !crate::onnx::is_default_domain(add.domain()) {
+        if add.op_type() != "Add"
+            || !crate::onnx::is_default_domain(add.domain())
+            || index.outputs.contains(&add.output[0])
+        {
             continue;
         }
         let [a, b] = add.input.as_slice() else {
@@ -34,67 +38,37 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         } else {
             (b, a)
         };
-        let Some(&conv_idx) = index.producer.get(conv_out) else {
+        let Some(conv) = conv::foldable_producer(graph, &index, conv_out) else {
             continue;
         };
-        let conv = &graph.node[conv_idx];
-        let Some(w) = conv.input.get(1).and_then(|w| index.initializer.get(w)) else {
-            continue;
-        };
-        let w_dims = &graph.initializer[*w].dims;
-        let Some((channels, _)) = super::conv_out_channels(conv, w_dims) else {
-            continue;
-        };
-        let c = index
-            .initializer
-            .get(constant)
-            .map(|&k| &graph.initializer[k]);
-        let single_use =
-            index.consumers_of(conv_out).len() == 1 && !index.outputs.contains(conv_out);
-        let bias_constant = conv
-            .input
-            .get(2)
-            .is_none_or(|b| b.is_empty() || index.is_initializer(b));
-        if let Some(c) = c.filter(|c| {
+        let per_channel = index.initializer.get(constant).is_some_and(|&k| {
+            let c = &graph.initializer[k];
             c.data_type() == crate::onnx::dtype::FLOAT
-                && per_channel_shape(&c.dims, w_dims.len(), channels)
-        }) {
-            if single_use && bias_constant && !index.outputs.contains(&add.output[0]) {
-                folds.push((conv_idx, add_idx, c.name().to_owned(), channels));
-            }
+                && per_channel_shape(&c.dims, conv.rank, conv.channels)
+        });
+        if per_channel {
+            folds.push((conv, add_idx, constant.clone()));
         }
     }
     let mut removed = HashSet::new();
-    for (conv_idx, add_idx, constant, channels) in folds {
+    for (conv, add_idx, constant) in folds {
         let read = |name: &str| tensor::to_f32(&graph.initializer[index.initializer[name]]);
         let added = read(&constant)?;
-        let mut bias = match graph.node[conv_idx].input.get(2).filter(|b| !b.is_empty()) {
+        let mut bias = match graph.node[conv.node].input.get(2).filter(|b| !b.is_empty()) {
             Some(b) => read(b)?,
-            None => vec![0.0; channels],
+            None => vec![0.0; conv.channels],
         };
-        if bias.len() != channels {
+        if bias.len() != conv.channels {
             continue;
         }
         for (c, v) in bias.iter_mut().enumerate() {
             *v += added[if added.len() == 1 { 0 } else { c }];
         }
-        let conv_name = graph.node[conv_idx].name().to_owned();
-        let b_name = names.fresh(&format!("{conv_name}_folded_bias"));
-        graph
-            .initializer
-            .push(tensor::from_f32(&b_name, &[channels as i64], &bias));
-        let add_out = graph.node[add_idx].output[0].clone();
-        let conv = &mut graph.node[conv_idx];
-        conv.input.truncate(2);
-        conv.input.push(b_name);
-        conv.output[0] = add_out;
+        let output = graph.node[add_idx].output[0].clone();
+        conv::set_folded_bias(graph, names, conv.node, &bias, output);
         removed.insert(add_idx);
     }
-    let mut i = 0;
-    graph.node.retain(|_| {
-        i += 1;
-        !removed.contains(&(i - 1))
-    });
+    super::remove_nodes(graph, &removed);
     super::prune_unused_initializers(graph);
     Ok(removed.len())
 }

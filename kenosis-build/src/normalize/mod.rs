@@ -6,6 +6,7 @@
 mod batchnorm;
 mod bias_add;
 mod constants;
+mod conv;
 mod opset;
 
 use std::collections::HashSet;
@@ -237,38 +238,17 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
         }
         rename_inputs(graph, from, to);
     }
+    remove_nodes(graph, &removed);
+    removed.len()
+}
+
+/// Removes the nodes whose indices are in `removed`, keeping the others' order.
+fn remove_nodes(graph: &mut onnx::GraphProto, removed: &HashSet<usize>) {
     let mut i = 0;
     graph.node.retain(|_| {
         i += 1;
         !removed.contains(&(i - 1))
     });
-    removed.len()
-}
-
-/// Output channels of a Conv or ConvTranspose with weight dims `w_dims`, and the weight axis
-/// that holds them: `[C_out, C_in/group, k...]` (axis 0) for Conv, `[C_in, C_out, k...]`
-/// (axis 1) for a ConvTranspose with `group = 1`. `None` for other ops, weights of rank < 3
-/// and grouped ConvTranspose (its output channels are split across the weight's axes).
-pub(crate) fn conv_out_channels(node: &onnx::NodeProto, w_dims: &[i64]) -> Option<(usize, usize)> {
-    if w_dims.len() < 3 || !onnx::is_default_domain(node.domain()) {
-        return None;
-    }
-    let axis = match node.op_type() {
-        "Conv" => 0,
-        "ConvTranspose" if onnx::attr::int(node, "group", 1) == 1 => 1,
-        _ => return None,
-    };
-    usize::try_from(w_dims[axis]).ok().map(|c| (c, axis))
-}
-
-/// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
-/// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
-pub(crate) fn inner_size(dims: &[i64], axis: usize) -> usize {
-    dims[axis + 1..]
-        .iter()
-        .map(|&d| usize::try_from(d).unwrap_or(0))
-        .product::<usize>()
-        .max(1)
 }
 
 /// Replaces every node input named `from` by `to` (main graph only).
