@@ -160,12 +160,33 @@ pub fn quantize_decoded(
     let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
     let graph = model.graph.as_ref().expect("normalized");
     let specs = input_specs(graph);
+    // Nodes depending on an op ORT cannot run stay FP32; the rest is calibrated on the part
+    // of the model that runs without them.
+    let uncalibratable = calibrate::runnable::uncalibratable(&model);
+    if let (Some(target), Some(custom)) = (
+        options.fidelity_target,
+        graph
+            .node
+            .iter()
+            .find(|n| uncalibratable.contains_key(n.name())),
+    ) {
+        return Err(unsupported(format!(
+            "the fidelity target {target:?} cannot be checked: node `{}` ({} of domain `{}`) \
+             needs a kernel ONNX Runtime does not have, so the FP32 model cannot run",
+            custom.name(),
+            custom.op_type(),
+            custom.domain()
+        )));
+    }
+    let runnable = (!uncalibratable.is_empty())
+        .then(|| calibrate::runnable::runnable_part(&model, &uncalibratable));
+    let calibration_model = runnable.as_ref().unwrap_or(&model);
 
     let data = match calibration {
         Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, &specs)?,
         Calibration::Data(d) => d.clone(),
         Calibration::Synthetic => {
-            let dims = calibrate::shapes::resolve(&model, &specs, path)?;
+            let dims = calibrate::shapes::resolve(calibration_model, &specs, path)?;
             calibrate::data::synthetic_with_dims(&specs, &dims, options.synthetic_samples, path)?
         }
     };
@@ -184,13 +205,32 @@ pub fn quantize_decoded(
 
     let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
     let types = crate::types::infer_elem_types(graph, &order);
+    let keep_float_reasons: HashMap<String, String> = uncalibratable
+        .iter()
+        .filter(|(_, reason)| !reason.is_empty())
+        .map(|(name, reason)| (name.clone(), reason.clone()))
+        .collect();
+    let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
+    keep.extend(keep_float_reasons.keys().cloned());
     let plan_options = PlanOptions {
-        keep_float: options.keep_float.iter().cloned().collect(),
+        keep_float: keep.clone(),
+        keep_float_reasons: keep_float_reasons.clone(),
         ..Default::default()
     };
     let plan = plan::plan(graph, &types, &plan_options);
 
-    let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
+    // Only tensors the runnable part computes can be observed.
+    let uncomputed: HashSet<&str> = graph
+        .node
+        .iter()
+        .filter(|n| uncalibratable.contains_key(n.name()))
+        .flat_map(|n| n.output.iter().map(String::as_str))
+        .collect();
+    let observed: Vec<String> = plan
+        .observed_tensors()
+        .filter(|t| !uncomputed.contains(t))
+        .map(str::to_owned)
+        .collect();
     let means: Vec<(String, ChannelAxis)> = plan
         .weights
         .iter()
@@ -208,7 +248,7 @@ pub fn quantize_decoded(
         .collect();
     let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let observations = calibrate::session::observe(
-        &model,
+        calibration_model,
         &observed,
         &means,
         &input_names,
@@ -253,37 +293,44 @@ pub fn quantize_decoded(
         ranges: &ranges,
         channel_means: &channel_means,
         outlier_dominated: &outlier_dominated,
+        keep_float_reasons: &keep_float_reasons,
         weight_options,
     };
     let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
-    let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
     let built = build(&keep)?;
-    // Measured on a fifth of the calibration samples: held out of range calibration when a
-    // target is set (see `data` above), shared with it otherwise.
-    let eval_samples = &data.samples[data.samples.len() - held_out..];
-    let evaluator = fidelity::Evaluator::new(&model, &input_names, eval_samples, path)?;
-    let graph = model.graph.as_ref().expect("normalized");
-    let candidates: Vec<String> = built
-        .plan
-        .quantized_nodes
-        .iter()
-        .map(|&i| &graph.node[i])
-        .filter(|n| {
-            matches!(
-                plan::rule_for(n.op_type()),
-                plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
-            )
-        })
-        .map(|n| n.name().to_owned())
-        .collect();
-    let (built, fidelity_report) = fidelity::meet_target(
-        &evaluator,
-        built,
-        options.fidelity_target,
-        &candidates,
-        &mut keep,
-        build,
-    )?;
+    drop(runnable);
+    let (built, fidelity_report) = if uncalibratable.is_empty() {
+        // Measured on a fifth of the calibration samples: held out of range calibration
+        // when a target is set (see `data` above), shared with it otherwise.
+        let eval_samples = &data.samples[data.samples.len() - held_out..];
+        let evaluator = fidelity::Evaluator::new(&model, &input_names, eval_samples, path)?;
+        let graph = model.graph.as_ref().expect("normalized");
+        let candidates: Vec<String> = built
+            .plan
+            .quantized_nodes
+            .iter()
+            .map(|&i| &graph.node[i])
+            .filter(|n| {
+                matches!(
+                    plan::rule_for(n.op_type()),
+                    plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
+                )
+            })
+            .map(|n| n.name().to_owned())
+            .collect();
+        let (built, report) = fidelity::meet_target(
+            &evaluator,
+            built,
+            options.fidelity_target,
+            &candidates,
+            &mut keep,
+            build,
+        )?;
+        (built, Some(report))
+    } else {
+        // Neither model runs without the custom kernel: nothing to measure.
+        (built, None)
+    };
     let Built {
         model: quantized,
         plan,
@@ -317,7 +364,7 @@ pub fn quantize_decoded(
         calibration_method: options.method.canonical(),
         calibration_samples: calibration_samples.len(),
         calibration_synthetic: data.synthetic,
-        fidelity: Some(fidelity_report),
+        fidelity: fidelity_report,
         options: format!("{options:?}"),
         size_fp32,
         size_int8: bytes.len(),
@@ -368,6 +415,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         ranges: &ranges,
         channel_means: &HashMap::new(),
         outlier_dominated: &HashMap::new(),
+        keep_float_reasons: &HashMap::new(),
         weight_options: WeightOptions {
             per_channel: true,
             reduce_range: true,
@@ -404,6 +452,7 @@ struct Calibrated<'a> {
     ranges: &'a HashMap<String, Range>,
     channel_means: &'a HashMap<String, Vec<f64>>,
     outlier_dominated: &'a HashMap<String, f64>,
+    keep_float_reasons: &'a HashMap<String, String>,
     weight_options: WeightOptions,
 }
 
@@ -417,6 +466,7 @@ impl Calibrated<'_> {
             self.types,
             &PlanOptions {
                 keep_float: keep_float.clone(),
+                keep_float_reasons: self.keep_float_reasons.clone(),
                 float_tensors: self.outlier_dominated.clone(),
             },
         );

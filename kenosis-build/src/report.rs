@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use kenosis_manifest::TensorInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::calibrate::runnable::UNCALIBRATABLE_REASON;
 use crate::fidelity::FidelityReport;
 use crate::normalize::NormalizeSummary;
 use crate::quantize::plan::{FloatNode, CUSTOM_DOMAIN_REASON};
@@ -36,7 +37,9 @@ pub struct Report {
     pub calibration_samples: usize,
     /// True when no calibration data was given and synthetic inputs were used.
     pub calibration_synthetic: bool,
-    /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did.
+    /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did;
+    /// `None` when the model holds an op ONNX Runtime cannot run (see
+    /// [`crate::calibrate::runnable`]).
     pub fidelity: Option<FidelityReport>,
     /// Options the artifact was built with, as text.
     pub options: String,
@@ -97,6 +100,19 @@ impl Report {
                 "; custom-domain ops left FP32, check they are not on a hot path: {}",
                 custom.join(", ")
             )
+        };
+        let blocked = self
+            .nodes_fp32
+            .iter()
+            .filter(|n| n.reason.starts_with(UNCALIBRATABLE_REASON))
+            .count();
+        let custom = if self.fidelity.is_none() {
+            format!(
+                "{custom}; {blocked} more ops depend on ops ONNX Runtime has no kernel for and \
+                 stay FP32; fidelity not measured; register the custom kernels to run the model"
+            )
+        } else {
+            custom
         };
         format!(
             "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}){fidelity}; {:.1} s",

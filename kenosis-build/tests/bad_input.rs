@@ -467,22 +467,87 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
 }
 
 #[test]
-fn a_custom_op_onnx_runtime_cannot_run_is_named() {
+fn a_custom_op_onnx_runtime_cannot_run_stays_fp32_with_what_depends_on_it() {
     let s = Sandbox::new();
     let p = s.write(
         "m.onnx",
         &tiny_with_custom_op("Frobnicate", "com.acme").encode_to_vec(),
     );
-    let err = s.fail(s.config().model("m.onnx"));
+    let q = kenosis_build::quantize(
+        &p,
+        &std::fs::read(&p).expect("model"),
+        &kenosis_build::Calibration::Synthetic,
+        &Default::default(),
+    )
+    .expect("the part before the custom op calibrates without it");
+    let reasons: Vec<(&str, &str)> = q
+        .report
+        .nodes_fp32
+        .iter()
+        .map(|n| (n.name.as_str(), n.reason.as_str()))
+        .collect();
+    assert!(
+        reasons.contains(&("custom", "custom-domain op `com.acme`")),
+        "{reasons:?}"
+    );
+    let head = tiny()
+        .graph
+        .expect("graph")
+        .node
+        .last()
+        .expect("head")
+        .name()
+        .to_owned();
+    assert!(
+        reasons.contains(&(
+            head.as_str(),
+            "depends on an op ONNX Runtime cannot run: it reads `custom_out`"
+        )),
+        "{reasons:?}"
+    );
+    assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
+    assert!(q.report.fidelity.is_none(), "nothing can run to measure it");
+    let line = q.report.summary_line();
+    assert!(
+        line.contains(
+            "custom-domain ops left FP32, check they are not on a hot path: custom (Frobnicate)"
+        ) && line.contains("1 more ops depend on ops ONNX Runtime has no kernel for")
+            && line.contains("fidelity not measured"),
+        "{line}"
+    );
+    let graph = ModelProto::decode(q.bytes.as_slice())
+        .expect("artifact")
+        .graph
+        .expect("graph");
+    let custom = graph
+        .node
+        .iter()
+        .find(|n| n.name() == "custom")
+        .expect("kept");
+    assert_eq!(
+        (custom.op_type(), custom.domain()),
+        ("Frobnicate", "com.acme")
+    );
+}
+
+#[test]
+fn a_fidelity_target_on_a_model_onnx_runtime_cannot_run_is_refused() {
+    let s = Sandbox::new();
+    let p = s.write(
+        "m.onnx",
+        &tiny_with_custom_op("Frobnicate", "com.acme").encode_to_vec(),
+    );
+    let err = s.fail(s.config().model("m.onnx").min_cosine(0.99));
     assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
     assert_mentions(
         &err,
         &p,
         &[
+            "fidelity target",
             "node `custom`",
-            "`Frobnicate`",
+            "Frobnicate",
             "`com.acme`",
-            "ONNX Runtime does not implement",
+            "cannot run",
         ],
     );
 }

@@ -137,8 +137,10 @@ pub enum Error {
         actual: String,
     },
 
-    /// A session option was changed after the session had already been created.
-    #[error("model `{model}`: session options must be set before the model is first used")]
+    /// A session option was changed after the session had already been created, or
+    /// [`EmbeddedModel::configure_session`](crate::EmbeddedModel::configure_session) was
+    /// called a second time.
+    #[error("model `{model}`: session options must be set once, before the model is first used")]
     AlreadyLoaded {
         /// Source label of the model.
         model: &'static str,

@@ -7,6 +7,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use kenosis_manifest::ElementType;
 use ort::environment::Environment;
+use ort::session::builder::SessionBuilder;
 use ort::session::Session;
 
 use crate::io::{Input, Output, Outputs, TensorInfo};
@@ -53,6 +54,10 @@ fn environment() -> Result<&'static Environment, Error> {
         .map_err(Clone::clone)
 }
 
+/// A change to the session builder, applied just before the model is committed (see
+/// [`EmbeddedModel::configure_session`]).
+type Configure = Box<dyn Fn(SessionBuilder) -> ort::Result<SessionBuilder> + Send + Sync>;
+
 /// Metadata given at construction: by the macro, from the build-time manifest.
 struct Declared {
     inputs: &'static [TensorInfo],
@@ -95,6 +100,7 @@ pub struct EmbeddedModel {
     declared: Option<Declared>,
     /// Intra-op thread count for the session; 0 = ONNX Runtime's default.
     intra_threads: AtomicUsize,
+    configure: OnceLock<Configure>,
     loaded: OnceLock<Result<Loaded, Error>>,
 }
 
@@ -113,6 +119,7 @@ impl EmbeddedModel {
             bytes,
             declared: Some(Declared { inputs, outputs }),
             intra_threads: AtomicUsize::new(0),
+            configure: OnceLock::new(),
             loaded: OnceLock::new(),
         }
     }
@@ -135,6 +142,7 @@ impl EmbeddedModel {
             bytes,
             declared: None,
             intra_threads: AtomicUsize::new(0),
+            configure: OnceLock::new(),
             loaded: OnceLock::new(),
         }
     }
@@ -198,6 +206,37 @@ impl EmbeddedModel {
         }
         self.intra_threads.store(threads, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Sets a function that adjusts ONNX Runtime's session builder before the model is
+    /// committed: execution providers, session options, or the kernels of custom-domain ops.
+    ///
+    /// A model with an op of a custom domain ONNX Runtime does not implement is quantized
+    /// around that op (the op and everything depending on it stay FP32; see
+    /// `kenosis_build::calibrate::runnable`), and the op's kernel must be registered here:
+    ///
+    /// ```no_run
+    /// # static MODEL: kenosis_runtime::EmbeddedModel =
+    /// #     kenosis_runtime::EmbeddedModel::from_static_bytes("m", &[]);
+    /// MODEL.configure_session(|builder| Ok(builder.with_operator_library("libacme_ops.so")?))?;
+    /// # Ok::<(), kenosis_runtime::Error>(())
+    /// ```
+    ///
+    /// (or `builder.with_operators(domain)` for kernels written in Rust with `ort::operator`).
+    /// An error `configure` returns becomes the model's [`Error::Session`].
+    ///
+    /// # Errors
+    /// [`Error::AlreadyLoaded`] if the session already exists or a function was set before.
+    pub fn configure_session(
+        &self,
+        configure: impl Fn(SessionBuilder) -> ort::Result<SessionBuilder> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        if self.loaded.get().is_some() {
+            return Err(Error::AlreadyLoaded { model: self.source });
+        }
+        self.configure
+            .set(Box::new(configure))
+            .map_err(|_| Error::AlreadyLoaded { model: self.source })
     }
 
     /// Creates the session now instead of on first use, so a broken model or runtime setup is
@@ -308,6 +347,9 @@ impl EmbeddedModel {
             builder = builder
                 .with_intra_threads(threads)
                 .map_err(|e| session_error(e.to_string()))?;
+        }
+        if let Some(configure) = self.configure.get() {
+            builder = configure(builder).map_err(|e| session_error(e.to_string()))?;
         }
         let session = builder
             .commit_from_memory(self.bytes)

@@ -3,6 +3,7 @@
 
 pub mod data;
 pub mod range;
+pub mod runnable;
 pub mod session;
 pub mod shapes;
 pub mod stats;

@@ -73,7 +73,6 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         return Err("the graph has no nodes".into());
     }
     reject_quantized(graph)?;
-    reject_unknown_domains(graph, &model.functions)?;
     // Older IR versions list initializers as graph inputs too; ORT then treats them as
     // overridable inputs and refuses to constant-fold or fuse them.
     let init_names: HashSet<String> = graph
@@ -138,52 +137,6 @@ fn reject_quantized(graph: &onnx::GraphProto) -> Result<(), String> {
             "the model is already quantized ({} quantization nodes, e.g. {first}); give Kenosis the FP32 original",
             found.len()
         ));
-    }
-    Ok(())
-}
-
-/// Operator domains ONNX Runtime's CPU build implements (`onnxruntime/core/graph/constants.h`).
-const ORT_DOMAINS: &[&str] = &[
-    "",
-    "ai.onnx",
-    "ai.onnx.ml",
-    "com.microsoft",
-    "com.microsoft.nchwc",
-    "com.ms.internal.nhwc",
-    "ai.onnx.training",
-    "ai.onnx.preview.training",
-];
-
-/// Calibration runs the FP32 model in ONNX Runtime, so an op from a domain ORT does not
-/// implement (and no model-local function defines) cannot be calibrated around; name it
-/// rather than pass on ORT's load error.
-fn reject_unknown_domains(
-    graph: &onnx::GraphProto,
-    functions: &[onnx::FunctionProto],
-) -> Result<(), String> {
-    let defined = |n: &onnx::NodeProto| {
-        functions
-            .iter()
-            .any(|f| f.domain() == n.domain() && f.name() == n.op_type())
-    };
-    for node in &graph.node {
-        if !ORT_DOMAINS.contains(&node.domain()) && !defined(node) {
-            return Err(format!(
-                "node `{}` is op `{}` of the custom domain `{}`, which ONNX Runtime does not \
-                 implement, so the FP32 model cannot run to be calibrated; express it with \
-                 standard ONNX ops or as a model-local function",
-                node.name(),
-                node.op_type(),
-                node.domain()
-            ));
-        }
-        for g in node
-            .attribute
-            .iter()
-            .flat_map(|a| a.g.iter().chain(&a.graphs))
-        {
-            reject_unknown_domains(g, functions)?;
-        }
     }
     Ok(())
 }

@@ -39,7 +39,7 @@ fn from_raw<const N: usize, T>(
     t: &TensorProto,
     decode: fn([u8; N]) -> T,
 ) -> Result<Vec<T>, String> {
-    if t.raw_data().len() % N != 0 {
+    if !t.raw_data().len().is_multiple_of(N) {
         return Err(format!(
             "tensor `{}`: raw_data length {} is not a multiple of {N}",
             t.name(),

@@ -153,6 +153,8 @@ impl Plan {
 pub struct PlanOptions {
     /// Node names to keep in FP32 whatever their rule.
     pub keep_float: HashSet<String>,
+    /// Why a node of `keep_float` is kept, where it is not the user's request (default).
+    pub keep_float_reasons: HashMap<String, String>,
     /// Activation tensors that must not be quantized, with the uint8 steps their bulk
     /// spans (see [`crate::calibrate::range::bulk_steps`]): nodes reading or writing them
     /// stay FP32.
@@ -182,7 +184,11 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         };
         if options.keep_float.contains(node.name()) {
             if rule != OpRule::Float {
-                float(&mut plan, node, "kept in FP32 by request");
+                let reason = options
+                    .keep_float_reasons
+                    .get(node.name())
+                    .map_or("kept in FP32 by request", String::as_str);
+                float(&mut plan, node, reason);
             }
             continue;
         }

@@ -1,0 +1,230 @@
+//! Ops of custom domains ONNX Runtime does not implement. The FP32 model cannot run as a
+//! whole, so the nodes that depend on such an op get no calibration statistics and stay
+//! FP32, while the part of the graph that does not depend on it is calibrated and quantized
+//! as usual. The artifact keeps the op; whoever runs it registers the op's kernel.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::onnx::{FunctionProto, GraphProto, ModelProto, NodeProto};
+
+/// Operator domains ONNX Runtime's CPU build implements (`onnxruntime/core/graph/constants.h`).
+const ORT_DOMAINS: &[&str] = &[
+    "",
+    "ai.onnx",
+    "ai.onnx.ml",
+    "com.microsoft",
+    "com.microsoft.nchwc",
+    "com.ms.internal.nhwc",
+    "ai.onnx.training",
+    "ai.onnx.preview.training",
+];
+
+/// Start of the reason given for a node that stays FP32 because it depends on an op ONNX
+/// Runtime cannot run.
+pub const UNCALIBRATABLE_REASON: &str = "depends on an op ONNX Runtime cannot run";
+
+/// Top-level nodes of `model` (normalized: named, topologically sorted) that ONNX Runtime
+/// cannot run without a custom kernel, by node name, with the reason. These are:
+/// - nodes of a domain ORT does not implement and no model-local function defines;
+/// - nodes whose subgraphs (If/Loop/Scan bodies) hold such an op;
+/// - every node reading, directly or through a subgraph, a tensor one of these writes.
+///
+/// Empty for every model ONNX Runtime runs as is.
+pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
+    let Some(graph) = model.graph.as_ref() else {
+        return BTreeMap::new();
+    };
+    let mut blocked = BTreeMap::new();
+    let mut blocked_tensors: HashSet<&str> = HashSet::new();
+    // Converges in one pass over a sorted graph; repeated in case a subgraph reads an outer
+    // tensor written by a later node.
+    loop {
+        let before = blocked.len();
+        for node in &graph.node {
+            if blocked.contains_key(node.name()) {
+                continue;
+            }
+            let reason = if let Some(op) = unknown_op(node, &model.functions) {
+                if std::ptr::eq(op, node) {
+                    // Named by the plan's own custom-domain reason.
+                    Some(String::new())
+                } else {
+                    Some(format!(
+                        "{UNCALIBRATABLE_REASON}: its subgraph holds `{}` of the custom domain `{}`",
+                        op.op_type(),
+                        op.domain()
+                    ))
+                }
+            } else {
+                let mut read = Vec::new();
+                inputs_read(node, &mut read);
+                read.into_iter()
+                    .find(|t| blocked_tensors.contains(t))
+                    .map(|t| format!("{UNCALIBRATABLE_REASON}: it reads `{t}`"))
+            };
+            if let Some(reason) = reason {
+                blocked.insert(node.name().to_owned(), reason);
+                blocked_tensors.extend(node.output.iter().map(String::as_str));
+            }
+        }
+        if blocked.len() == before {
+            break;
+        }
+    }
+    blocked
+}
+
+/// A copy of `model` without the `blocked` nodes (see [`uncalibratable`]): what ONNX Runtime
+/// can run for calibration. Graph outputs written by removed nodes are dropped; the tensors
+/// the removed nodes read from the remaining graph become outputs instead, so the copy
+/// always has an output to compute.
+pub fn runnable_part(model: &ModelProto, blocked: &BTreeMap<String, String>) -> ModelProto {
+    let mut runnable = model.clone();
+    let graph = runnable
+        .graph
+        .as_mut()
+        .expect("normalized model has a graph");
+    let mut removed_outputs: HashSet<String> = HashSet::new();
+    let mut frontier: Vec<String> = Vec::new();
+    for node in graph.node.iter().filter(|n| blocked.contains_key(n.name())) {
+        removed_outputs.extend(node.output.iter().cloned());
+        let mut read = Vec::new();
+        inputs_read(node, &mut read);
+        frontier.extend(read.into_iter().map(str::to_owned));
+    }
+    graph.node.retain(|n| !blocked.contains_key(n.name()));
+    graph.output.retain(|o| !removed_outputs.contains(o.name()));
+    let mut listed: HashSet<String> = graph.output.iter().map(|o| o.name().to_owned()).collect();
+    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
+    let mut extra = Vec::new();
+    for t in frontier {
+        if !removed_outputs.contains(&t)
+            && !initializers.contains(t.as_str())
+            && listed.insert(t.clone())
+        {
+            extra.push(crate::onnx::ValueInfoProto {
+                name: Some(t),
+                ..Default::default()
+            });
+        }
+    }
+    graph.output.extend(extra);
+    runnable
+}
+
+/// The op in `node` (the node itself, or one inside its subgraphs) of a domain ONNX Runtime
+/// does not implement and `functions` do not define.
+fn unknown_op<'a>(node: &'a NodeProto, functions: &[FunctionProto]) -> Option<&'a NodeProto> {
+    let defined = functions
+        .iter()
+        .any(|f| f.domain() == node.domain() && f.name() == node.op_type());
+    if !ORT_DOMAINS.contains(&node.domain()) && !defined {
+        return Some(node);
+    }
+    subgraphs(node)
+        .flat_map(|g| &g.node)
+        .find_map(|n| unknown_op(n, functions))
+}
+
+/// Every tensor name `node` reads: its inputs and the names its subgraphs read (including
+/// their own internal names, which cannot collide with outer ones in SSA form).
+fn inputs_read<'a>(node: &'a NodeProto, out: &mut Vec<&'a str>) {
+    out.extend(
+        node.input
+            .iter()
+            .filter(|i| !i.is_empty())
+            .map(String::as_str),
+    );
+    for g in subgraphs(node) {
+        for n in &g.node {
+            inputs_read(n, out);
+        }
+    }
+}
+
+fn subgraphs(node: &NodeProto) -> impl Iterator<Item = &GraphProto> {
+    node.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(&a.graphs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::{make_node, OperatorSetIdProto};
+
+    fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
+        ModelProto {
+            opset_import: vec![OperatorSetIdProto {
+                domain: None,
+                version: Some(13),
+            }],
+            graph: Some(GraphProto {
+                node: nodes,
+                output: outputs
+                    .iter()
+                    .map(|o| crate::onnx::ValueInfoProto {
+                        name: Some((*o).into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+        make_node(
+            op,
+            name.into(),
+            inputs.iter().map(|s| (*s).into()).collect(),
+            outputs.iter().map(|s| (*s).into()).collect(),
+            vec![],
+        )
+    }
+
+    #[test]
+    fn what_follows_an_unknown_op_is_blocked_and_cut_off() {
+        let mut custom = node("Frob", "custom", &["a"], &["b"]);
+        custom.domain = Some("com.acme".into());
+        let m = model(
+            vec![
+                node("Relu", "first", &["x"], &["a"]),
+                custom,
+                node("Relu", "after", &["b"], &["c"]),
+                node("Relu", "beside", &["a"], &["d"]),
+            ],
+            &["c", "d"],
+        );
+        let blocked = uncalibratable(&m);
+        assert_eq!(
+            blocked.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["after", "custom"]
+        );
+        assert_eq!(blocked["custom"], "");
+        assert!(blocked["after"].ends_with("it reads `b`"), "{blocked:?}");
+
+        let runnable = runnable_part(&m, &blocked);
+        let g = runnable.graph.expect("graph");
+        let names: Vec<&str> = g.node.iter().map(|n| n.name()).collect();
+        assert_eq!(names, ["first", "beside"]);
+        let outputs: Vec<&str> = g.output.iter().map(|o| o.name()).collect();
+        assert_eq!(outputs, ["d", "a"]);
+    }
+
+    #[test]
+    fn known_domains_and_local_functions_block_nothing() {
+        let mut contrib = node("Gelu", "gelu", &["x"], &["y"]);
+        contrib.domain = Some("com.microsoft".into());
+        let mut local = node("MyOp", "local", &["y"], &["z"]);
+        local.domain = Some("my.functions".into());
+        let mut m = model(vec![contrib, local], &["z"]);
+        m.functions.push(FunctionProto {
+            name: Some("MyOp".into()),
+            domain: Some("my.functions".into()),
+            ..Default::default()
+        });
+        assert!(uncalibratable(&m).is_empty());
+    }
+}
