@@ -62,6 +62,15 @@ fn check(expect: Expect) {
         expect.model
     );
 
+    // Every fused Concat copies bytes: each input already has the output's scale and zero
+    // point (SqueezeNet's fire modules: eight Concats whose inputs have no other reader).
+    let requantizing = requantizing_concats(&optimized);
+    assert!(
+        requantizing.is_empty(),
+        "{}: QLinearConcat requantizes: {requantizing:?}",
+        expect.model
+    );
+
     let f = compare(&mut reference, &mut int8, &eval);
     eprintln!(
         "{}: top-1 agreement {:.1}%, mean cosine {:.4}, min cosine {:.4}",
@@ -98,6 +107,41 @@ fn check(expect: Expect) {
         expect.model,
         k.mean_cosine
     );
+}
+
+/// Names of the QLinearConcat nodes in the ORT-optimized model at `path` with an input whose
+/// scale or zero point differs from the output's.
+fn requantizing_concats(path: &std::path::Path) -> Vec<String> {
+    use kenosis_build::onnx::{ModelProto, TensorProto};
+    use prost::Message;
+    let model = ModelProto::decode(std::fs::read(path).expect("optimized model").as_slice())
+        .expect("decodes");
+    let graph = model.graph.expect("graph");
+    let value = |name: &str| {
+        let t: &TensorProto = graph
+            .initializer
+            .iter()
+            .find(|t| t.name() == name)
+            .unwrap_or_else(|| panic!("initializer {name}"));
+        (
+            t.data_type(),
+            t.raw_data().to_vec(),
+            t.float_data.clone(),
+            t.int32_data.clone(),
+        )
+    };
+    graph
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "QLinearConcat")
+        .filter(|n| {
+            // Inputs: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input.
+            n.input[2..]
+                .chunks(3)
+                .any(|x| value(&x[1]) != value(&n.input[0]) || value(&x[2]) != value(&n.input[1]))
+        })
+        .map(|n| n.name().to_owned())
+        .collect()
 }
 
 #[test]

@@ -53,52 +53,130 @@ struct QParams {
 
 /// Resolves the quantization parameters of every planned activation from the calibrated
 /// `ranges` (tensors without a calibrated range and without a SameAs source are skipped).
+///
+/// A Concat input read by nothing else takes the Concat output's parameters where they keep
+/// its absorbed Clip/Relu exact (see [`concat_inputs`]).
 pub fn activation_params(
     plan: &Plan,
     graph: &GraphProto,
     ranges: &HashMap<String, Range>,
 ) -> BTreeMap<String, ActivationParams> {
     let index = GraphIndex::new(graph);
+    let shared = concat_inputs(plan, graph, &index);
     let mut out = BTreeMap::new();
+    let ctx = Resolver {
+        plan,
+        graph,
+        index: &index,
+        ranges,
+        shared: &shared,
+    };
+    for name in plan.tensors.keys() {
+        ctx.resolve(name, &mut out, 0);
+    }
+    out
+}
+
+/// Concat inputs that may share the Concat output's parameters, mapped to that output: each
+/// is a quantized activation (not a constant or a graph output) whose only reader is a
+/// quantized Concat. ORT's QLinearConcat copies an input whose scale and zero point equal the
+/// output's and requantizes the others through a lookup table; sharing also rounds the
+/// producer's output once instead of twice. Measured on SqueezeNet 1.0's eight fire-module
+/// Concats (ORT profiler, 1 thread): 0.30 ms with their own parameters, 0.05 ms shared; mean
+/// cosine on 900 ImageNet images 0.9937 before, 0.9936 after (top-1 agreement moved by
+/// 1 point either way depending on the resize filter: noise).
+fn concat_inputs(plan: &Plan, graph: &GraphProto, index: &GraphIndex) -> HashMap<String, String> {
+    let mut shared = HashMap::new();
+    for &i in &plan.quantized_nodes {
+        let node = &graph.node[i];
+        let Some(output) = node.output.first() else {
+            continue;
+        };
+        if node.op_type() != "Concat" || !plan.tensors.contains_key(output) {
+            continue;
+        }
+        for input in &node.input {
+            let own = matches!(
+                plan.tensors.get(input),
+                Some(RangeSource::Observed | RangeSource::Clipped { .. })
+            );
+            if own && index.consumers_of(input) == [i] && !index.outputs.contains(input) {
+                shared.insert(input.clone(), output.clone());
+            }
+        }
+    }
+    shared
+}
+
+/// What [`activation_params`] resolves names against.
+struct Resolver<'a> {
+    plan: &'a Plan,
+    graph: &'a GraphProto,
+    index: &'a GraphIndex,
+    ranges: &'a HashMap<String, Range>,
+    shared: &'a HashMap<String, String>,
+}
+
+impl Resolver<'_> {
     fn resolve(
+        &self,
         name: &str,
-        plan: &Plan,
-        graph: &GraphProto,
-        index: &GraphIndex,
-        ranges: &HashMap<String, Range>,
         out: &mut BTreeMap<String, ActivationParams>,
         depth: usize,
     ) -> Option<ActivationParams> {
         if let Some(p) = out.get(name) {
             return Some(*p);
         }
-        let p = match plan.tensors.get(name)? {
-            RangeSource::Observed => ranges
+        if depth >= 64 {
+            return None;
+        }
+        let source = self.plan.tensors.get(name)?;
+        let own = |out: &mut BTreeMap<String, ActivationParams>| match source {
+            RangeSource::Observed => self
+                .ranges
                 .get(name)
-                .map(|r| ActivationParams::from_range(r.min, r.max))?,
-            RangeSource::Clipped { min, max } => ranges
+                .map(|r| ActivationParams::from_range(r.min, r.max)),
+            RangeSource::Clipped { min, max } => self
+                .ranges
                 .get(name)
-                .map(|r| ActivationParams::for_clipped_range(r.min, r.max, *min, *max))?,
-            RangeSource::SameAs(src) if depth < 64 => {
-                resolve(src, plan, graph, index, ranges, out, depth + 1)?
-            }
-            RangeSource::SameAs(_) => return None,
+                .map(|r| ActivationParams::for_clipped_range(r.min, r.max, *min, *max)),
+            RangeSource::SameAs(src) => self.resolve(src, out, depth + 1),
             RangeSource::Constant => {
                 let values =
-                    tensor::to_f32(&graph.initializer[*index.initializer.get(name)?]).ok()?;
+                    tensor::to_f32(&self.graph.initializer[*self.index.initializer.get(name)?])
+                        .ok()?;
                 let (min, max) = values
                     .iter()
                     .fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
-                ActivationParams::from_range(min, max)
+                Some(ActivationParams::from_range(min, max))
             }
+        };
+        let concat = self
+            .shared
+            .get(name)
+            .and_then(|output| self.resolve(output, out, depth + 1))
+            .filter(|p| keeps_clip(p, source));
+        let p = match concat {
+            Some(p) => p,
+            None => own(out)?,
         };
         out.insert(name.to_owned(), p);
         Some(p)
     }
-    for name in plan.tensors.keys() {
-        resolve(name, plan, graph, &index, ranges, &mut out, 0);
+}
+
+/// True when quantizing with `p` still applies the Clip/Relu that `source` says ORT drops:
+/// `p` represents nothing below the clip's lower or above its upper bound.
+fn keeps_clip(p: &ActivationParams, source: &RangeSource) -> bool {
+    match source {
+        RangeSource::Clipped { min, max } => {
+            let lowest = p.dequantize(0);
+            let highest = p.dequantize(u8::MAX);
+            let slack = p.scale * 1e-3;
+            lowest >= *min - slack && highest <= *max + slack
+        }
+        _ => true,
     }
-    out
 }
 
 /// Rewrites `graph` into QDQ form following `plan`, with activation parameters `act`.
@@ -331,4 +409,29 @@ pub fn rewrite(
     graph.initializer.extend(new_inits);
     crate::normalize::prune_unused_initializers(graph);
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_concat_scale_is_shared_only_where_it_keeps_the_dropped_clip() {
+        let relu6 = RangeSource::Clipped { min: 0.0, max: 6.0 };
+        let relu = RangeSource::Clipped {
+            min: 0.0,
+            max: f32::INFINITY,
+        };
+        let within = ActivationParams::from_range(0.0, 5.0);
+        let beyond = ActivationParams::from_range(0.0, 8.0);
+        let signed = ActivationParams::from_range(-1.0, 5.0);
+        assert!(keeps_clip(&within, &relu6));
+        assert!(!keeps_clip(&beyond, &relu6), "6..8 would pass unclipped");
+        assert!(keeps_clip(&beyond, &relu));
+        assert!(
+            !keeps_clip(&signed, &relu),
+            "negatives would pass the dropped Relu"
+        );
+        assert!(keeps_clip(&signed, &RangeSource::Observed));
+    }
 }
