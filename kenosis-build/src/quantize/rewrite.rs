@@ -279,11 +279,12 @@ pub fn rewrite(
                 summary.biases_corrected += 1;
             }
         }
-        let base = names.fresh(&format!("{}_{w_name}", node.name()));
+        // Named after the weight, as ORT's quantizer does; a weight shared by several nodes
+        // gets numbered copies.
         let (codes, scale, zp) = (
-            format!("{base}_quantized"),
-            format!("{base}_scale"),
-            format!("{base}_zero_point"),
+            names.fresh(&format!("{w_name}_quantized")),
+            names.fresh(&format!("{w_name}_scale")),
+            names.fresh(&format!("{w_name}_zero_point")),
         );
         let scale_dims: Vec<i64> = if axis.is_some() {
             vec![q.scales.len() as i64]
@@ -293,14 +294,14 @@ pub fn rewrite(
         new_inits.push(tensor::from_i8(&codes, &dims, &q.codes));
         new_inits.push(tensor::from_f32(&scale, &scale_dims, &q.scales));
         new_inits.push(tensor::from_i8(&zp, &scale_dims, &vec![0; q.scales.len()]));
-        let deq = format!("{base}_dequantized");
+        let deq = names.fresh(&format!("{w_name}_dequantized"));
         let mut dq_attrs = vec![];
         if let Some(a) = axis {
             dq_attrs.push(attr::make_int("axis", a as i64));
         }
         new_nodes.push(make_node(
             "DequantizeLinear",
-            format!("{base}_DequantizeLinear"),
+            names.fresh(&format!("{w_name}_DequantizeLinear")),
             vec![codes, scale, zp],
             vec![deq.clone()],
             dq_attrs.clone(),
@@ -324,11 +325,10 @@ pub fn rewrite(
                 .get(slot)
                 .filter(|b| !b.is_empty())
                 .map_or("bias", |b| b.as_str());
-            let b_base = names.fresh(&format!("{}_{bias_name}", node.name()));
             let (codes, scale, zp) = (
-                format!("{b_base}_quantized"),
-                format!("{b_base}_scale"),
-                format!("{b_base}_zero_point"),
+                names.fresh(&format!("{bias_name}_quantized")),
+                names.fresh(&format!("{bias_name}_scale")),
+                names.fresh(&format!("{bias_name}_zero_point")),
             );
             let n = b.len() as i64;
             new_inits.push(tensor::from_i32(&codes, &[n], &b_codes));
@@ -338,10 +338,10 @@ pub fn rewrite(
                 &b_scales.iter().map(|&s| s as f32).collect::<Vec<_>>(),
             ));
             new_inits.push(tensor::from_i32(&zp, &[n], &vec![0; b.len()]));
-            let deq = format!("{b_base}_dequantized");
+            let deq = names.fresh(&format!("{bias_name}_dequantized"));
             new_nodes.push(make_node(
                 "DequantizeLinear",
-                format!("{b_base}_DequantizeLinear"),
+                names.fresh(&format!("{bias_name}_DequantizeLinear")),
                 vec![codes, scale, zp],
                 vec![deq.clone()],
                 vec![attr::make_int("axis", 0)],
