@@ -255,6 +255,7 @@ pub fn quantize_decoded(
         calibration_samples,
         path,
     )?;
+    drop(runnable);
     let channel_means: HashMap<String, Vec<f64>> = observations
         .channel_means
         .iter()
@@ -298,7 +299,6 @@ pub fn quantize_decoded(
     };
     let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
     let built = build(&keep)?;
-    drop(runnable);
     let (built, fidelity_report) = if uncalibratable.is_empty() {
         // Measured on a fifth of the calibration samples: held out of range calibration
         // when a target is set (see `data` above), shared with it otherwise.

@@ -214,6 +214,32 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_op_inside_a_subgraph_blocks_its_node_and_readers() {
+        let mut custom = node("Frob", "inner", &["x"], &["y"]);
+        custom.domain = Some("com.acme".into());
+        let mut branch = node("If", "branch", &["cond"], &["z"]);
+        branch.attribute.push(crate::onnx::AttributeProto {
+            name: Some("then_branch".into()),
+            g: Some(GraphProto {
+                node: vec![custom],
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let m = model(
+            vec![branch, node("Relu", "after", &["z"], &["out"])],
+            &["out"],
+        );
+        let blocked = uncalibratable(&m);
+        assert!(
+            blocked["branch"]
+                .ends_with("its subgraph holds `Frob` of the custom domain `com.acme`"),
+            "{blocked:?}"
+        );
+        assert!(blocked["after"].ends_with("it reads `z`"), "{blocked:?}");
+    }
+
+    #[test]
     fn known_domains_and_local_functions_block_nothing() {
         let mut contrib = node("Gelu", "gelu", &["x"], &["y"]);
         contrib.domain = Some("com.microsoft".into());
