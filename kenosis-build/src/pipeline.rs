@@ -219,18 +219,9 @@ pub fn quantize_decoded(
     };
     let plan = plan::plan(graph, &types, &plan_options);
 
-    // Only tensors the runnable part computes can be observed.
-    let uncomputed: HashSet<&str> = graph
-        .node
-        .iter()
-        .filter(|n| uncalibratable.contains_key(n.name()))
-        .flat_map(|n| n.output.iter().map(String::as_str))
-        .collect();
-    let observed: Vec<String> = plan
-        .observed_tensors()
-        .filter(|t| !uncomputed.contains(t))
-        .map(str::to_owned)
-        .collect();
+    // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
+    // runnable part computes.
+    let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
     let means: Vec<(String, ChannelAxis)> = plan
         .weights
         .iter()

@@ -24,7 +24,8 @@ const ORT_DOMAINS: &[&str] = &[
 pub const UNCALIBRATABLE_REASON: &str = "depends on an op ONNX Runtime cannot run";
 
 /// Top-level nodes of `model` (normalized: named, topologically sorted) that ONNX Runtime
-/// cannot run without a custom kernel, by node name, with the reason. These are:
+/// cannot run without a custom kernel, by node name, with the reason they stay FP32 (empty
+/// for a custom-domain node itself, which the plan names by its domain). These are:
 /// - nodes of a domain ORT does not implement and no model-local function defines;
 /// - nodes whose subgraphs (If/Loop/Scan bodies) hold such an op;
 /// - every node reading, directly or through a subgraph, a tensor one of these writes.
