@@ -426,20 +426,39 @@ fn tiny_with_custom_op(op_type: &str, domain: &str) -> ModelProto {
     m
 }
 
-#[test]
-fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
+/// `tiny_with_custom_op(op_type, domain)` quantized with default options.
+fn quantize_with_custom_op(op_type: &str, domain: &str) -> kenosis_build::Quantized {
     let s = Sandbox::new();
     let p = s.write(
         "m.onnx",
-        &tiny_with_custom_op("Gelu", "com.microsoft").encode_to_vec(),
+        &tiny_with_custom_op(op_type, domain).encode_to_vec(),
     );
-    let q = kenosis_build::quantize(
+    kenosis_build::quantize(
         &p,
         &std::fs::read(&p).expect("model"),
         &kenosis_build::Calibration::Synthetic,
         &Default::default(),
     )
-    .expect("a com.microsoft contrib op runs in ORT");
+    .unwrap_or_else(|e| panic!("{domain}::{op_type}: {e}"))
+}
+
+/// The node the artifact keeps for the custom op.
+fn kept_custom_node(q: &kenosis_build::Quantized) -> onnx::NodeProto {
+    let graph = ModelProto::decode(q.bytes.as_slice())
+        .expect("artifact")
+        .graph
+        .expect("graph");
+    graph
+        .node
+        .into_iter()
+        .find(|n| n.name() == "custom")
+        .expect("kept")
+}
+
+#[test]
+fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
+    // A com.microsoft contrib op runs in ORT.
+    let q = quantize_with_custom_op("Gelu", "com.microsoft");
     let custom = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
     assert_eq!(
         custom.map(|n| n.reason.as_str()),
@@ -454,32 +473,13 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
         "{}",
         q.report.summary_line()
     );
-    let graph = ModelProto::decode(q.bytes.as_slice())
-        .expect("artifact")
-        .graph
-        .expect("graph");
-    let custom = graph
-        .node
-        .iter()
-        .find(|n| n.name() == "custom")
-        .expect("kept");
-    assert_eq!(custom.domain(), "com.microsoft");
+    assert_eq!(kept_custom_node(&q).domain(), "com.microsoft");
 }
 
 #[test]
 fn a_custom_op_onnx_runtime_cannot_run_stays_fp32_with_what_depends_on_it() {
-    let s = Sandbox::new();
-    let p = s.write(
-        "m.onnx",
-        &tiny_with_custom_op("Frobnicate", "com.acme").encode_to_vec(),
-    );
-    let q = kenosis_build::quantize(
-        &p,
-        &std::fs::read(&p).expect("model"),
-        &kenosis_build::Calibration::Synthetic,
-        &Default::default(),
-    )
-    .expect("the part before the custom op calibrates without it");
+    // The part before the custom op calibrates without it.
+    let q = quantize_with_custom_op("Frobnicate", "com.acme");
     let reasons: Vec<(&str, &str)> = q
         .report
         .nodes_fp32
@@ -515,15 +515,7 @@ fn a_custom_op_onnx_runtime_cannot_run_stays_fp32_with_what_depends_on_it() {
             && line.contains("fidelity not measured"),
         "{line}"
     );
-    let graph = ModelProto::decode(q.bytes.as_slice())
-        .expect("artifact")
-        .graph
-        .expect("graph");
-    let custom = graph
-        .node
-        .iter()
-        .find(|n| n.name() == "custom")
-        .expect("kept");
+    let custom = kept_custom_node(&q);
     assert_eq!(
         (custom.op_type(), custom.domain()),
         ("Frobnicate", "com.acme")
