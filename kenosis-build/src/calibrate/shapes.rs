@@ -168,7 +168,7 @@ fn assignments(choices: &[usize]) -> Vec<Vec<usize>> {
 ///
 /// Inputs without symbolic dims are returned as declared without running anything. When
 /// the preferred sizes fail, candidate sizes are probed with one FP32 inference each (at
-/// most [`MAX_PROBES`]).
+/// most `MAX_PROBES`).
 ///
 /// # Errors
 /// [`Error::Calibration`] naming `path` when no candidate runs, with ONNX Runtime's message

@@ -53,6 +53,10 @@ pub struct Histogram {
     pub width: f64,
     /// Counts per bin.
     pub counts: Vec<u64>,
+    /// How many of the counted values are exactly 0.0 (they are in `counts` too). ReLU-type
+    /// outputs pile a large share there, and every range reproduces 0 exactly (it is the
+    /// zero point), so range searches must be able to leave that spike out.
+    pub zeros: u64,
 }
 
 impl Default for Histogram {
@@ -62,6 +66,7 @@ impl Default for Histogram {
             origin: 0.0,
             width: 0.0,
             counts: vec![0; HISTOGRAM_BINS],
+            zeros: 0,
         }
     }
 }
@@ -92,6 +97,7 @@ impl Histogram {
         for &v in values.iter().filter(|v| v.is_finite()) {
             let k = ((f64::from(v) - origin) * inv_width) as usize;
             self.counts[k.min(last)] += 1;
+            self.zeros += u64::from(v == 0.0);
         }
     }
 

@@ -55,7 +55,7 @@ struct QParams {
 /// `ranges` (tensors without a calibrated range and without a SameAs source are skipped).
 ///
 /// A Concat input read by nothing else takes the Concat output's parameters where they keep
-/// its absorbed Clip/Relu exact (see [`concat_inputs`]).
+/// its absorbed Clip/Relu exact (see `concat_inputs`).
 pub fn activation_params(
     plan: &Plan,
     graph: &GraphProto,

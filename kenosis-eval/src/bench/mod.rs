@@ -44,13 +44,13 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     models: Vec<String>,
     /// Python with onnxruntime==1.31.1, onnx and numpy for the ORT-quantizer column
-    /// (default: <workspace>/target/bench-venv/bin/python if present)
+    /// (default: WORKSPACE/target/bench-venv/bin/python if present)
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// Leave the ORT-quantizer column out, giving this reason in the report
     #[arg(long, value_name = "REASON", conflicts_with = "python")]
     no_ort_quantizer: Option<String>,
-    /// Output folder (default: <workspace>/target/bench)
+    /// Output folder (default: WORKSPACE/target/bench)
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Evaluation images per model (default: all not used for calibration; 100 with --quick)
@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(long)]
     skip_methods: bool,
     /// Skip the peak-memory measurement (MiniLM from `fetch-models.sh`, found in
-    /// $KENOSIS_MODELS or <workspace>/target/kenosis-models)
+    /// $KENOSIS_MODELS or WORKSPACE/target/kenosis-models)
     #[arg(long)]
     skip_memory: bool,
     /// Synthetic calibration samples of the peak-memory measurement

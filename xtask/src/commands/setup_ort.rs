@@ -10,7 +10,7 @@ use crate::ort::{self, OrtEnv};
 /// Fetch ONNX Runtime (Linux x86-64, from the PyPI wheel) and print the variables for cargo
 #[derive(clap::Args)]
 pub struct Args {
-    /// Install into this directory instead of <workspace>/target/ort/<version>
+    /// Install into this directory instead of WORKSPACE/target/ort/VERSION
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
