@@ -23,6 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_BIAS_CORRECTION") {
         options.bias_correction = v == "1";
     }
+    if let Ok(v) = std::env::var("KENOSIS_GPTQ") {
+        options.gptq_rounding = v == "1";
+    }
     if let Ok(v) = std::env::var("KENOSIS_MIN_COSINE") {
         options.fidelity_target = Some(kenosis_build::fidelity::Target {
             min_cosine: Some(v.parse()?),

@@ -82,6 +82,7 @@ pub struct Config {
     keep_float: Vec<String>,
     method: Option<calibrate::Method>,
     bias_correction: Option<bool>,
+    gptq_rounding: Option<bool>,
     fidelity_target: Option<fidelity::Target>,
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
@@ -160,6 +161,13 @@ impl Config {
     /// [`quantize::bias_correction`]).
     pub fn bias_correction(mut self, enable: bool) -> Self {
         self.bias_correction = Some(enable);
+        self
+    }
+
+    /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights, from their input
+    /// patches observed during calibration (default `true`; see [`quantize::gptq`]).
+    pub fn gptq_rounding(mut self, enable: bool) -> Self {
+        self.gptq_rounding = Some(enable);
         self
     }
 
@@ -298,6 +306,9 @@ impl Config {
             keep_float: self.keep_float.clone(),
             method: self.method.unwrap_or(QuantizeOptions::default().method),
             bias_correction: self.bias_correction.unwrap_or(true),
+            gptq_rounding: self
+                .gptq_rounding
+                .unwrap_or(QuantizeOptions::default().gptq_rounding),
             fidelity_target: self.fidelity_target,
         };
         let mut manifest = Manifest::new();

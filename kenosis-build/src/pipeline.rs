@@ -8,6 +8,8 @@ use std::time::Instant;
 use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
+use crate::calibrate::gram::{ConvGeometry, PatchGram};
+use crate::calibrate::session::GramRequest;
 use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
 use crate::fidelity;
@@ -32,6 +34,10 @@ pub struct QuantizeOptions {
     pub method: calibrate::Method,
     /// Bias correction for weight quantization (see [`crate::quantize::bias_correction`]).
     pub bias_correction: bool,
+    /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights from their input
+    /// patches' second moments (see [`crate::quantize::gptq`]); other weights and this one
+    /// off use nearest rounding.
+    pub gptq_rounding: bool,
     /// Fidelity floor checked on held-out calibration samples; ops are kept in FP32, most
     /// sensitive first, until it holds (see [`crate::fidelity`]).
     pub fidelity_target: Option<fidelity::Target>,
@@ -46,6 +52,7 @@ impl Default for QuantizeOptions {
             keep_float: Vec::new(),
             method: calibrate::Method::Mse,
             bias_correction: true,
+            gptq_rounding: true,
             fidelity_target: None,
         }
     }
@@ -237,11 +244,30 @@ pub fn quantize_decoded(
             (n.input[0].clone(), axis)
         })
         .collect();
+    let grams: Vec<GramRequest> = plan
+        .weights
+        .iter()
+        .filter(|_| options.gptq_rounding)
+        .filter_map(|w| {
+            let node = &graph.node[w.node];
+            let weight = graph
+                .initializer
+                .iter()
+                .find(|t| t.name() == node.input[1])?;
+            Some(GramRequest {
+                key: node.output.first()?.clone(),
+                input: node.input[0].clone(),
+                geometry: ConvGeometry::of(node, &weight.dims)?,
+            })
+        })
+        .filter(|g| !graph.initializer.iter().any(|t| t.name() == g.input))
+        .collect();
     let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let observations = calibrate::session::observe(
         calibration_model,
         &observed,
         &means,
+        &grams,
         &input_names,
         calibration_samples,
         path,
@@ -284,6 +310,7 @@ pub fn quantize_decoded(
         types: &types,
         ranges: &ranges,
         channel_means: &channel_means,
+        patch_grams: &observations.patch_grams,
         outlier_dominated: &outlier_dominated,
         keep_float_reasons: &keep_float_reasons,
         weight_options,
@@ -405,6 +432,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         types: &types,
         ranges: &ranges,
         channel_means: &HashMap::new(),
+        patch_grams: &HashMap::new(),
         outlier_dominated: &HashMap::new(),
         keep_float_reasons: &HashMap::new(),
         weight_options: WeightOptions {
@@ -442,6 +470,7 @@ struct Calibrated<'a> {
     types: &'a HashMap<String, i32>,
     ranges: &'a HashMap<String, Range>,
     channel_means: &'a HashMap<String, Vec<f64>>,
+    patch_grams: &'a HashMap<String, PatchGram>,
     outlier_dominated: &'a HashMap<String, f64>,
     keep_float_reasons: &'a HashMap<String, String>,
     weight_options: WeightOptions,
@@ -462,8 +491,14 @@ impl Calibrated<'_> {
             },
         );
         let act = rewrite::activation_params(&plan, graph, self.ranges);
-        let summary =
-            rewrite::rewrite(graph, &plan, &act, self.channel_means, self.weight_options)?;
+        let summary = rewrite::rewrite(
+            graph,
+            &plan,
+            &act,
+            self.channel_means,
+            self.patch_grams,
+            self.weight_options,
+        )?;
         crate::graph::sort_topologically(graph)?;
         model.producer_name = Some("kenosis".into());
         model.producer_version = Some(env!("CARGO_PKG_VERSION").into());

@@ -164,42 +164,50 @@ fn squeezenet_opset7_matches_fp32() {
     });
 }
 
+/// Quantizes a shared model with `options`, calibrating on the first 100 ImageNet images,
+/// and compares it with FP32 on the last 100: the rewrite summary and the fidelity.
+fn quantize_and_compare(
+    model: &str,
+    preprocess: Preprocess,
+    options: QuantizeOptions,
+) -> Option<(kenosis_build::quantize::rewrite::RewriteSummary, Fidelity)> {
+    let shared = shared_dir()?;
+    let model_path = shared.join("models").join(model);
+    let fp32 = std::fs::read(&model_path).expect("model file");
+    let files = imagenet_files(&shared);
+    let calib = calibration(&load_batch(&files[..100], preprocess));
+    let eval = load_batch(&files[files.len() - 100..], preprocess);
+    let q = quantize(&model_path, &fp32, &Calibration::Data(calib), &options).expect("quantizes");
+    let fidelity = compare(
+        &mut session(&fp32, GraphOptimizationLevel::All, None),
+        &mut session(&q.bytes, GraphOptimizationLevel::All, None),
+        &eval,
+    );
+    Some((q.report.rewrite, fidelity))
+}
+
 /// Bias correction must lower the INT8 model's measured output error on a real network
 /// (EfficientNet-Lite0's depthwise convs are where weight quantization shifts means most).
 #[test]
 fn bias_correction_lowers_output_error_on_efficientnet() {
-    let Some(shared) = shared_dir() else { return };
-    let model_path = shared.join("models/efficientnet_lite0.onnx");
-    let fp32 = std::fs::read(&model_path).expect("model file");
-    let files = imagenet_files(&shared);
-    let calib = calibration(&load_batch(&files[..100], Preprocess::RgbCentered));
-    let eval = load_batch(&files[files.len() - 100..], Preprocess::RgbCentered);
-    let mut reference = session(&fp32, GraphOptimizationLevel::All, None);
-    let mut fidelity = |bias_correction: bool| {
+    let fidelity = |bias_correction: bool| {
         let options = QuantizeOptions {
             bias_correction,
             ..QuantizeOptions::default()
         };
-        let q = quantize(
-            &model_path,
-            &fp32,
-            &Calibration::Data(calib.clone()),
-            &options,
-        )
-        .expect("quantizes");
-        let corrected = q.report.rewrite.biases_corrected;
+        let (rewrite, fidelity) =
+            quantize_and_compare("efficientnet_lite0.onnx", Preprocess::RgbCentered, options)?;
+        let corrected = rewrite.biases_corrected;
         assert_eq!(
             corrected > 0,
             bias_correction,
             "biases corrected: {corrected}"
         );
-        compare(
-            &mut reference,
-            &mut session(&q.bytes, GraphOptimizationLevel::All, None),
-            &eval,
-        )
+        Some(fidelity)
     };
-    let (with, without) = (fidelity(true), fidelity(false));
+    let (Some(with), Some(without)) = (fidelity(true), fidelity(false)) else {
+        return;
+    };
     eprintln!(
         "mean cosine with bias correction {:.4}, without {:.4}",
         with.mean_cosine, without.mean_cosine
@@ -207,6 +215,36 @@ fn bias_correction_lowers_output_error_on_efficientnet() {
     assert!(
         1.0 - with.mean_cosine < 0.8 * (1.0 - without.mean_cosine),
         "bias correction should cut the cosine gap by at least 20%: {:.4} vs {:.4}",
+        with.mean_cosine,
+        without.mean_cosine
+    );
+}
+
+/// GPTQ rounding must lower the INT8 model's measured output error on a network whose
+/// convs are all ungrouped (SqueezeNet 1.0: every one of its 26 Conv weights).
+#[test]
+fn gptq_rounding_lowers_output_error_on_squeezenet() {
+    let fidelity = |gptq_rounding: bool| {
+        let options = QuantizeOptions {
+            gptq_rounding,
+            ..QuantizeOptions::default()
+        };
+        let (rewrite, fidelity) =
+            quantize_and_compare("squeezenet1.0.onnx", Preprocess::BgrMeanSubtracted, options)?;
+        let expected = if gptq_rounding { 26 } else { 0 };
+        assert_eq!(rewrite.weights_gptq_rounded, expected);
+        Some(fidelity)
+    };
+    let (Some(with), Some(without)) = (fidelity(true), fidelity(false)) else {
+        return;
+    };
+    eprintln!(
+        "mean cosine with GPTQ rounding {:.4}, without {:.4}",
+        with.mean_cosine, without.mean_cosine
+    );
+    assert!(
+        1.0 - with.mean_cosine < 0.8 * (1.0 - without.mean_cosine),
+        "GPTQ rounding should cut the cosine gap by at least 20%: {:.4} vs {:.4}",
         with.mean_cosine,
         without.mean_cosine
     );

@@ -2,6 +2,7 @@
 //! tensors exposed, and streaming statistics over them.
 
 pub mod data;
+pub mod gram;
 pub mod range;
 pub mod runnable;
 pub mod session;

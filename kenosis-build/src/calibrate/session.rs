@@ -9,6 +9,7 @@ use ort::value::{DynValue, Tensor};
 use prost::Message;
 
 use super::data::SampleValue;
+use super::gram::{ConvGeometry, PatchGram, COLUMNS_PER_CONV};
 use super::stats::{ChannelAxis, ChannelMean, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
@@ -149,11 +150,27 @@ pub struct Observed {
     pub histograms: HashMap<String, Histogram>,
     /// Per-channel means of weighted ops' input tensors, for bias correction.
     pub channel_means: HashMap<String, ChannelMean>,
+    /// Input patch second moments per Conv (keyed by the Conv's first output), for
+    /// error-compensating weight rounding.
+    pub patch_grams: HashMap<String, PatchGram>,
+}
+
+/// A Conv whose input patches [`observe`] accumulates into a [`PatchGram`].
+#[derive(Debug, Clone)]
+pub struct GramRequest {
+    /// Key of the result: the Conv's first output.
+    pub key: String,
+    /// The Conv's data input.
+    pub input: String,
+    /// Its window geometry.
+    pub geometry: ConvGeometry,
 }
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
-/// histogram for each of `histograms` and per-channel means for each of `means`.
+/// histogram for each of `histograms`, per-channel means for each of `means` and patch second
+/// moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over the
+/// samples).
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run.
@@ -164,6 +181,7 @@ pub fn observe(
     model: &ModelProto,
     histograms: &[String],
     means: &[(String, ChannelAxis)],
+    grams: &[GramRequest],
     input_names: &[String],
     samples: &[Vec<SampleValue>],
     path: &Path,
@@ -175,6 +193,11 @@ pub fn observe(
             .map(|(t, _)| t.clone())
             .filter(|t| !histograms.contains(t)),
     );
+    for g in grams {
+        if !exposed.contains(&g.input) {
+            exposed.push(g.input.clone());
+        }
+    }
     let bytes = encode_with_observed_outputs(model, &exposed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut session = session(path, bytes, GraphOptimizationLevel::Disable, threads)?;
@@ -186,6 +209,13 @@ pub fn observe(
         channel_means: means
             .iter()
             .map(|(t, axis)| (t.clone(), ChannelMean::new(*axis)))
+            .collect(),
+        patch_grams: grams
+            .iter()
+            .map(|g| {
+                let per_sample = COLUMNS_PER_CONV.div_ceil(samples.len().max(1));
+                (g.key.clone(), PatchGram::new(g.geometry, per_sample))
+            })
             .collect(),
     };
     let rt = |e: ort::Error| Error::Runtime {
@@ -212,6 +242,11 @@ pub fn observe(
             }
             if let Some(m) = observed.channel_means.get_mut(t) {
                 m.update(shape, values);
+            }
+            for g in grams.iter().filter(|g| &g.input == t) {
+                if let Some(gram) = observed.patch_grams.get_mut(&g.key) {
+                    gram.update(shape, values);
+                }
             }
         }
     }

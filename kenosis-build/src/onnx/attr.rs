@@ -56,6 +56,16 @@ pub fn make_int(name: &str, value: i64) -> AttributeProto {
     }
 }
 
+/// An `INTS` attribute.
+pub fn make_ints(name: &str, values: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.to_owned()),
+        r#type: Some(AttributeType::Ints as i32),
+        ints: values.to_vec(),
+        ..Default::default()
+    }
+}
+
 /// A `FLOAT` attribute.
 pub fn make_float(name: &str, value: f32) -> AttributeProto {
     AttributeProto {

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::params::{self, ActivationParams};
 use super::plan::{Plan, RangeSource};
 use super::weights;
+use crate::calibrate::gram::PatchGram;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, make_node, tensor, GraphProto};
 
@@ -41,6 +42,9 @@ pub struct RewriteSummary {
     /// Biases corrected for the weight quantization's mean output shift.
     #[serde(default)]
     pub biases_corrected: usize,
+    /// Weights whose codes come from GPTQ rounding rather than nearest rounding.
+    #[serde(default)]
+    pub weights_gptq_rounded: usize,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.
@@ -188,6 +192,7 @@ pub fn rewrite(
     plan: &Plan,
     act: &BTreeMap<String, ActivationParams>,
     channel_means: &HashMap<String, Vec<f64>>,
+    patch_grams: &HashMap<String, PatchGram>,
     options: WeightOptions,
 ) -> Result<RewriteSummary, String> {
     let index = GraphIndex::new(graph);
@@ -255,13 +260,25 @@ pub fn rewrite(
                 .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
                 .fold(0.0, f32::max)],
         });
-        let q = weights::quantize(
+        let mut q = weights::quantize(
             &w_values,
             &dims,
             axis,
             options.reduce_range,
             min_scales.as_deref(),
         );
+        // GPTQ codes on the same scales, where the input patches were observed (Conv
+        // weights `[O, C, kh, kw]` are rows of `C·kh·kw` in the patches' order).
+        let gram = node.output.first().and_then(|o| patch_grams.get(o));
+        if let Some((len, h)) = gram.and_then(PatchGram::matrix) {
+            let rows = dims.first().map_or(0, |&o| o as usize);
+            if let Some(codes) =
+                super::gptq::round(&w_values, rows, len, &q.scales, options.reduce_range, h)
+            {
+                q.codes = codes;
+                summary.weights_gptq_rounded += 1;
+            }
+        }
         // Bias correction; Conv and Gemm without a bias get one to carry it.
         let mut bias_slot = wp.bias_slot;
         let means = channel_means
