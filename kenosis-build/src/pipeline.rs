@@ -14,7 +14,7 @@ use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationD
 use crate::error::{Error, Result};
 use crate::fidelity;
 use crate::graph::topological_order;
-use crate::onnx::{self, ModelProto, ValueInfoProto};
+use crate::onnx::{self, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{self, Range, WeightOptions};
 use crate::report::Report;
@@ -229,13 +229,23 @@ pub fn quantize_decoded(
     // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
     // runnable part computes.
     let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
-    let means: Vec<(String, ChannelAxis)> = plan
+    // Weighted ops whose data input is computed, not a constant: the inputs bias correction
+    // and GPTQ rounding observe.
+    let initializers: HashMap<&str, &TensorProto> =
+        graph.initializer.iter().map(|t| (t.name(), t)).collect();
+    let weighted: Vec<(&NodeProto, &TensorProto)> = plan
         .weights
         .iter()
+        .filter_map(|w| {
+            let node = &graph.node[w.node];
+            let weight = initializers.get(node.input[w.weight_slot].as_str())?;
+            (!initializers.contains_key(node.input[0].as_str())).then_some((node, *weight))
+        })
+        .collect();
+    let means: Vec<(String, ChannelAxis)> = weighted
+        .iter()
         .filter(|_| options.bias_correction)
-        .map(|w| &graph.node[w.node])
-        .filter(|n| !graph.initializer.iter().any(|t| t.name() == n.input[0]))
-        .map(|n| {
+        .map(|(n, _)| {
             let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
                 ChannelAxis::Second
             } else {
@@ -244,23 +254,16 @@ pub fn quantize_decoded(
             (n.input[0].clone(), axis)
         })
         .collect();
-    let grams: Vec<GramRequest> = plan
-        .weights
+    let grams: Vec<GramRequest> = weighted
         .iter()
         .filter(|_| options.gptq_rounding)
-        .filter_map(|w| {
-            let node = &graph.node[w.node];
-            let weight = graph
-                .initializer
-                .iter()
-                .find(|t| t.name() == node.input[1])?;
+        .filter_map(|(node, weight)| {
             Some(GramRequest {
                 key: node.output.first()?.clone(),
                 input: node.input[0].clone(),
                 geometry: ConvGeometry::of(node, &weight.dims)?,
             })
         })
-        .filter(|g| !graph.initializer.iter().any(|t| t.name() == g.input))
         .collect();
     let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let observations = calibrate::session::observe(

@@ -201,6 +201,7 @@ pub fn observe(
     let bytes = encode_with_observed_outputs(model, &exposed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut session = session(path, bytes, GraphOptimizationLevel::Disable, threads)?;
+    let columns_per_sample = COLUMNS_PER_CONV.div_ceil(samples.len().max(1));
     let mut observed = Observed {
         histograms: histograms
             .iter()
@@ -213,8 +214,10 @@ pub fn observe(
         patch_grams: grams
             .iter()
             .map(|g| {
-                let per_sample = COLUMNS_PER_CONV.div_ceil(samples.len().max(1));
-                (g.key.clone(), PatchGram::new(g.geometry, per_sample))
+                (
+                    g.key.clone(),
+                    PatchGram::new(g.geometry, columns_per_sample),
+                )
             })
             .collect(),
     };
