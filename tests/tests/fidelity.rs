@@ -3,6 +3,7 @@
 //! the last 200. Also checks that ORT fuses every Conv into QLinearConv and that the fused
 //! integer kernels compute what the QDQ graph means (optimized vs unoptimized outputs).
 
+use kenosis_build::quantize::rewrite::RewriteSummary;
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
 use ort::session::builder::GraphOptimizationLevel;
@@ -164,59 +165,67 @@ fn squeezenet_opset7_matches_fp32() {
     });
 }
 
-/// Quantizes a shared model with `options`, calibrating on the first 100 ImageNet images,
-/// and compares it with FP32 on the last 100: the rewrite summary and the fidelity.
-fn quantize_and_compare(
+/// Quantizes a shared model with one option on and off (calibration on the first 100
+/// ImageNet images), lets `check_rewrite` inspect each build's rewrite summary, and asserts
+/// that turning the option on cuts the cosine gap to FP32 on the last 100 images by at least
+/// 20%.
+fn assert_option_cuts_cosine_gap(
+    what: &str,
     model: &str,
     preprocess: Preprocess,
-    options: QuantizeOptions,
-) -> Option<(kenosis_build::quantize::rewrite::RewriteSummary, Fidelity)> {
-    let shared = shared_dir()?;
+    set: fn(&mut QuantizeOptions, bool),
+    check_rewrite: fn(bool, &RewriteSummary),
+) {
+    let Some(shared) = shared_dir() else { return };
     let model_path = shared.join("models").join(model);
     let fp32 = std::fs::read(&model_path).expect("model file");
     let files = imagenet_files(&shared);
     let calib = calibration(&load_batch(&files[..100], preprocess));
     let eval = load_batch(&files[files.len() - 100..], preprocess);
-    let q = quantize(&model_path, &fp32, &Calibration::Data(calib), &options).expect("quantizes");
-    let fidelity = compare(
-        &mut session(&fp32, GraphOptimizationLevel::All, None),
-        &mut session(&q.bytes, GraphOptimizationLevel::All, None),
-        &eval,
+    let mut reference = session(&fp32, GraphOptimizationLevel::All, None);
+    let mut fidelity = |on: bool| {
+        let mut options = QuantizeOptions::default();
+        set(&mut options, on);
+        let q = quantize(
+            &model_path,
+            &fp32,
+            &Calibration::Data(calib.clone()),
+            &options,
+        )
+        .expect("quantizes");
+        check_rewrite(on, &q.report.rewrite);
+        compare(
+            &mut reference,
+            &mut session(&q.bytes, GraphOptimizationLevel::All, None),
+            &eval,
+        )
+    };
+    let (with, without) = (fidelity(true), fidelity(false));
+    eprintln!(
+        "mean cosine with {what} {:.4}, without {:.4}",
+        with.mean_cosine, without.mean_cosine
     );
-    Some((q.report.rewrite, fidelity))
+    assert!(
+        1.0 - with.mean_cosine < 0.8 * (1.0 - without.mean_cosine),
+        "{what} should cut the cosine gap by at least 20%: {:.4} vs {:.4}",
+        with.mean_cosine,
+        without.mean_cosine
+    );
 }
 
 /// Bias correction must lower the INT8 model's measured output error on a real network
 /// (EfficientNet-Lite0's depthwise convs are where weight quantization shifts means most).
 #[test]
 fn bias_correction_lowers_output_error_on_efficientnet() {
-    let fidelity = |bias_correction: bool| {
-        let options = QuantizeOptions {
-            bias_correction,
-            ..QuantizeOptions::default()
-        };
-        let (rewrite, fidelity) =
-            quantize_and_compare("efficientnet_lite0.onnx", Preprocess::RgbCentered, options)?;
-        let corrected = rewrite.biases_corrected;
-        assert_eq!(
-            corrected > 0,
-            bias_correction,
-            "biases corrected: {corrected}"
-        );
-        Some(fidelity)
-    };
-    let (Some(with), Some(without)) = (fidelity(true), fidelity(false)) else {
-        return;
-    };
-    eprintln!(
-        "mean cosine with bias correction {:.4}, without {:.4}",
-        with.mean_cosine, without.mean_cosine
-    );
-    assert!(
-        1.0 - with.mean_cosine < 0.8 * (1.0 - without.mean_cosine),
-        "bias correction should cut the cosine gap by at least 20%: {:.4} vs {:.4}",
-        with.mean_cosine,
-        without.mean_cosine
+    assert_option_cuts_cosine_gap(
+        "bias correction",
+        "efficientnet_lite0.onnx",
+        Preprocess::RgbCentered,
+        |o, on| o.bias_correction = on,
+        |on, rewrite| {
+            let corrected = rewrite.biases_corrected;
+            assert_eq!(corrected > 0, on, "biases corrected: {corrected}");
+        },
     );
 }
 
@@ -224,28 +233,14 @@ fn bias_correction_lowers_output_error_on_efficientnet() {
 /// convs are all ungrouped (SqueezeNet 1.0: every one of its 26 Conv weights).
 #[test]
 fn gptq_rounding_lowers_output_error_on_squeezenet() {
-    let fidelity = |gptq_rounding: bool| {
-        let options = QuantizeOptions {
-            gptq_rounding,
-            ..QuantizeOptions::default()
-        };
-        let (rewrite, fidelity) =
-            quantize_and_compare("squeezenet1.0.onnx", Preprocess::BgrMeanSubtracted, options)?;
-        let expected = if gptq_rounding { 26 } else { 0 };
-        assert_eq!(rewrite.weights_gptq_rounded, expected);
-        Some(fidelity)
-    };
-    let (Some(with), Some(without)) = (fidelity(true), fidelity(false)) else {
-        return;
-    };
-    eprintln!(
-        "mean cosine with GPTQ rounding {:.4}, without {:.4}",
-        with.mean_cosine, without.mean_cosine
-    );
-    assert!(
-        1.0 - with.mean_cosine < 0.8 * (1.0 - without.mean_cosine),
-        "GPTQ rounding should cut the cosine gap by at least 20%: {:.4} vs {:.4}",
-        with.mean_cosine,
-        without.mean_cosine
+    assert_option_cuts_cosine_gap(
+        "GPTQ rounding",
+        "squeezenet1.0.onnx",
+        Preprocess::BgrMeanSubtracted,
+        |o, on| o.gptq_rounding = on,
+        |on, rewrite| {
+            let expected = if on { 26 } else { 0 };
+            assert_eq!(rewrite.weights_gptq_rounded, expected);
+        },
     );
 }
