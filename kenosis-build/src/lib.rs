@@ -449,6 +449,9 @@ fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Opt
     if let Some(v) = call.bias_correction {
         options.bias_correction = v;
     }
+    if let Some(v) = call.gptq_rounding {
+        options.gptq_rounding = v;
+    }
     if let Some(v) = call.synthetic_samples {
         options.synthetic_samples = v;
     }

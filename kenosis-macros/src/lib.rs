@@ -32,8 +32,8 @@ const BASE_DIR_OVERRIDE: &str = "KENOSIS_MANIFEST_DIR";
 /// # Arguments
 /// A string literal, the path of the FP32 ONNX model relative to the crate root
 /// (`CARGO_MANIFEST_DIR`) or absolute, then optional `key = value` options (`calibration`,
-/// `method`, `per_channel`, `reduce_range`, `bias_correction`, `min_cosine`,
-/// `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate for the
+/// `method`, `per_channel`, `reduce_range`, `bias_correction`, `gptq_rounding`,
+/// `min_cosine`, `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate for the
 /// grammar). `kenosis_build::discover()` in `build.rs` finds every call and quantizes each
 /// model with its call site's options; the macro embeds the artifact built with exactly
 /// those options. The item form `vis struct Name = "path", options...` declares the wrapper

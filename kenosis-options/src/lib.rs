@@ -17,6 +17,7 @@
 //! | `per_channel` | bool | per-channel weight scales |
 //! | `reduce_range` | bool | 7-bit weights |
 //! | `bias_correction` | bool | bias correction |
+//! | `gptq_rounding` | bool | GPTQ (error-compensating) weight rounding |
 //! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
 //! | `min_top1_agreement` | number in `[0, 1]` | fidelity floor (top-1 agreement vs FP32) |
 //! | `synthetic_samples` | integer ≥ 1 | synthetic calibration samples when no data is given |
@@ -42,6 +43,7 @@ pub const KEYS: &[&str] = &[
     "per_channel",
     "reduce_range",
     "bias_correction",
+    "gptq_rounding",
     "min_cosine",
     "min_top1_agreement",
     "synthetic_samples",
@@ -147,6 +149,8 @@ pub struct Options {
     pub reduce_range: Option<bool>,
     /// `bias_correction = bool`.
     pub bias_correction: Option<bool>,
+    /// `gptq_rounding = bool`.
+    pub gptq_rounding: Option<bool>,
     /// `min_cosine = x`.
     pub min_cosine: Option<f64>,
     /// `min_top1_agreement = x`.
@@ -175,6 +179,7 @@ impl Options {
         flag("per_channel", self.per_channel);
         flag("reduce_range", self.reduce_range);
         flag("bias_correction", self.bias_correction);
+        flag("gptq_rounding", self.gptq_rounding);
         if let Some(v) = self.min_cosine {
             parts.push(format!("min_cosine = {v:?}"));
         }
@@ -291,14 +296,15 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
                     Method::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))?,
                 );
             }
-            "per_channel" | "reduce_range" | "bias_correction" => {
+            "per_channel" | "reduce_range" | "bias_correction" | "gptq_rounding" => {
                 let Lit::Bool(b) = &value else {
                     return Err(bad("expects `true` or `false`"));
                 };
                 let slot = match name.as_str() {
                     "per_channel" => &mut options.per_channel,
                     "reduce_range" => &mut options.reduce_range,
-                    _ => &mut options.bias_correction,
+                    "bias_correction" => &mut options.bias_correction,
+                    _ => &mut options.gptq_rounding,
                 };
                 *slot = Some(b.value);
             }
@@ -366,7 +372,7 @@ mod tests {
         let inv = parse(
             r#""m.onnx", synthetic_samples = 4, min_cosine = 0.99, per_channel = false,
                method = "percentile", calibration = "$OUT_DIR/calib", reduce_range = true,
-               bias_correction = false, min_top1_agreement = 1,"#,
+               bias_correction = false, min_top1_agreement = 1, gptq_rounding = false,"#,
         )
         .unwrap();
         let o = &inv.options;
@@ -375,6 +381,7 @@ mod tests {
         assert_eq!(o.per_channel, Some(false));
         assert_eq!(o.reduce_range, Some(true));
         assert_eq!(o.bias_correction, Some(false));
+        assert_eq!(o.gptq_rounding, Some(false));
         assert_eq!(o.min_cosine, Some(0.99));
         assert_eq!(o.min_top1_agreement, Some(1.0));
         assert_eq!(o.synthetic_samples, Some(4));
@@ -383,7 +390,7 @@ mod tests {
             canonical,
             "calibration = \"$OUT_DIR/calib\", method = \"percentile(99.99)\", \
              per_channel = false, reduce_range = true, bias_correction = false, \
-             min_cosine = 0.99, min_top1_agreement = 1.0, synthetic_samples = 4"
+             gptq_rounding = false, min_cosine = 0.99, min_top1_agreement = 1.0, synthetic_samples = 4"
         );
         assert_eq!(&Options::parse_str(&canonical).unwrap(), o);
     }
