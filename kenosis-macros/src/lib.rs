@@ -33,9 +33,9 @@ const BASE_DIR_OVERRIDE: &str = "KENOSIS_MANIFEST_DIR";
 /// A string literal, the path of the FP32 ONNX model relative to the crate root
 /// (`CARGO_MANIFEST_DIR`) or absolute, then optional `key = value` options (`calibration`,
 /// `method`, `per_channel`, `reduce_range`, `bias_correction`, `gptq_rounding`,
-/// `min_cosine`, `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate for the
-/// grammar). `kenosis_build::discover()` in `build.rs` finds every call and quantizes each
-/// model with its call site's options; the macro embeds the artifact built with exactly
+/// `min_cosine`, `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate
+/// for the grammar). `kenosis_build::discover()` in `build.rs` finds every call and quantizes
+/// each model with its call site's options; the macro embeds the artifact built with exactly
 /// those options. The item form `vis struct Name = "path", options...` declares the wrapper
 /// type `Name` (plus `NameInputs<'a>` for several inputs and `NameOutputs` for several
 /// outputs) in the surrounding module instead of returning a value.

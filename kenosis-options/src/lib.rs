@@ -390,7 +390,8 @@ mod tests {
             canonical,
             "calibration = \"$OUT_DIR/calib\", method = \"percentile(99.99)\", \
              per_channel = false, reduce_range = true, bias_correction = false, \
-             gptq_rounding = false, min_cosine = 0.99, min_top1_agreement = 1.0, synthetic_samples = 4"
+             gptq_rounding = false, min_cosine = 0.99, min_top1_agreement = 1.0, \
+             synthetic_samples = 4"
         );
         assert_eq!(&Options::parse_str(&canonical).unwrap(), o);
     }
