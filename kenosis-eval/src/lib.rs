@@ -170,7 +170,12 @@ pub fn compare(a: &mut Session, b: &mut Session, inputs: &[Array4<f32>]) -> Fide
 /// Op types of the nodes of an ONNX model file (e.g. ORT's saved optimized graph).
 pub fn op_types(path: &Path) -> Vec<String> {
     let bytes = std::fs::read(path).expect("optimized model written");
-    let model = kenosis_build::pipeline::decode(path, &bytes).expect("decodes");
+    model_op_types(path, &bytes)
+}
+
+/// Op types of the main graph's nodes of the ONNX model `bytes` (`path` names it in errors).
+pub fn model_op_types(path: &Path, bytes: &[u8]) -> Vec<String> {
+    let model = kenosis_build::pipeline::decode(path, bytes).expect("decodes");
     model
         .graph
         .expect("graph")
@@ -178,4 +183,16 @@ pub fn op_types(path: &Path) -> Vec<String> {
         .iter()
         .map(|n| n.op_type().to_owned())
         .collect()
+}
+
+/// Convolutions in an op list from ORT's optimized graph: `(QLinearConv nodes, float
+/// convolutions)`, the float ones being `Conv`, `FusedConv` (Conv+activation) and
+/// `NchwcConv` (ORT's blocked-layout Conv).
+pub fn conv_counts(ops: &[String]) -> (usize, usize) {
+    let qlinear = ops.iter().filter(|o| *o == "QLinearConv").count();
+    let float = ops
+        .iter()
+        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
+        .count();
+    (qlinear, float)
 }

@@ -46,20 +46,16 @@ fn check(expect: Expect) {
     // Every Conv fused: QLinearConv only, no float Conv (plain, fused or NCHWc) left.
     let ops = op_types(&optimized);
     let convs = q.report.ops_quantized.get("Conv").copied().unwrap_or(0);
-    let qlinear = ops.iter().filter(|o| *o == "QLinearConv").count();
-    let float_convs: Vec<&String> = ops
-        .iter()
-        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
-        .collect();
+    let (qlinear, float_convs) = conv_counts(&ops);
     assert!(convs > 0);
     assert_eq!(
         qlinear, convs,
         "{}: {qlinear} QLinearConv for {convs} quantized Convs; ops: {ops:?}",
         expect.model
     );
-    assert!(
-        float_convs.is_empty(),
-        "{}: float convs remain: {float_convs:?}",
+    assert_eq!(
+        float_convs, 0,
+        "{}: float convs remain; ops: {ops:?}",
         expect.model
     );
 

@@ -186,16 +186,8 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
         "{:?}",
         q.report.normalize
     );
-    let artifact = kenosis_build::pipeline::decode(&path, &q.bytes).expect("decodes");
-    let ops: Vec<&str> = artifact
-        .graph
-        .as_ref()
-        .expect("graph")
-        .node
-        .iter()
-        .map(|n| n.op_type())
-        .collect();
-    assert!(!ops.contains(&"BatchNormalization"), "{ops:?}");
+    let ops = model_op_types(&path, &q.bytes);
+    assert!(!ops.iter().any(|o| o == "BatchNormalization"), "{ops:?}");
     // The last ConvTranspose computes the text logits, read only by the output Sigmoid:
     // its range is the prediction itself and stays FP32 (it was clipped at sigmoid 0.5).
     let last = q
@@ -351,14 +343,9 @@ fn yolox() -> Option<(Vec<u8>, Quantized, Vec<Vec<SampleValue>>)> {
 #[test]
 fn yolox_every_conv_fuses_and_the_output_stays_fp32() {
     let Some((fp32, q, _)) = yolox() else { return };
-    let model = kenosis_build::pipeline::decode(Path::new("yolox"), &fp32).expect("decodes");
-    let convs = model
-        .graph
-        .as_ref()
-        .expect("graph")
-        .node
+    let convs = model_op_types(Path::new("yolox"), &fp32)
         .iter()
-        .filter(|n| n.op_type() == "Conv")
+        .filter(|o| *o == "Conv")
         .count();
     assert_eq!(
         q.report.ops_quantized.get("Conv"),
@@ -371,12 +358,7 @@ fn yolox_every_conv_fuses_and_the_output_stays_fp32() {
     let optimized = tmp.path().join("optimized.onnx");
     session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
     let ops = op_types(&optimized);
-    let qlinear = ops.iter().filter(|o| *o == "QLinearConv").count();
-    let float_convs = ops
-        .iter()
-        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
-        .count();
-    assert_eq!((qlinear, float_convs), (convs, 0), "ops: {ops:?}");
+    assert_eq!(conv_counts(&ops), (convs, 0), "ops: {ops:?}");
 
     // The decode head's output is the graph output, untouched: same name, float.
     assert_eq!(q.report.outputs.len(), 1);
@@ -406,13 +388,9 @@ fn efficientnet_with_batchnorm_quantizes_like_the_folded_model() {
     let fidelity = |name: &str| {
         let path = shared.join("models").join(name);
         let (fp32, q) = quantize_with(&path, Calibration::Data(calibration(&calib)));
-        let model = kenosis_build::pipeline::decode(&path, &q.bytes).expect("decodes");
-        let bn = model
-            .graph
-            .expect("graph")
-            .node
+        let bn = model_op_types(&path, &q.bytes)
             .iter()
-            .filter(|n| n.op_type() == "BatchNormalization")
+            .filter(|o| *o == "BatchNormalization")
             .count();
         let mut a = session(&fp32, GraphOptimizationLevel::All, None);
         let mut b = session(&q.bytes, GraphOptimizationLevel::All, None);

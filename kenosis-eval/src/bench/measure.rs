@@ -9,7 +9,7 @@ use ort::session::{builder::GraphOptimizationLevel, Session};
 use ort::value::Tensor;
 use serde::Serialize;
 
-use kenosis_eval::{argmax, cosine, op_types};
+use kenosis_eval::{argmax, conv_counts, cosine, op_types};
 
 /// A session at `ORT_ENABLE_ALL` with `threads` intra-op threads, optionally saving the
 /// optimized graph to `save_optimized`.
@@ -259,12 +259,7 @@ pub struct ConvFusion {
 /// `qdq` quantized.
 pub fn conv_fusion(qdq: &[u8], optimized: &Path) -> ConvFusion {
     let quantized_convs = quantized_convs(qdq);
-    let ops = op_types(optimized);
-    let qlinear_conv = ops.iter().filter(|o| *o == "QLinearConv").count();
-    let float_conv = ops
-        .iter()
-        .filter(|o| matches!(o.as_str(), "Conv" | "FusedConv" | "NchwcConv"))
-        .count();
+    let (qlinear_conv, float_conv) = conv_counts(&op_types(optimized));
     ConvFusion {
         qlinear_conv,
         float_conv,

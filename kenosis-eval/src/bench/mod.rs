@@ -342,7 +342,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         }
     };
     result.fp32.size_bytes = fp32.len();
-    result.fp32.convs = kenosis_eval::op_types(&model_path)
+    result.fp32.convs = kenosis_eval::model_op_types(&model_path, &fp32)
         .iter()
         .filter(|o| *o == "Conv")
         .count();
