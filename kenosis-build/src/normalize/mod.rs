@@ -1,6 +1,6 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
 //! weights as initializers, inference-only ops removed, bias Adds and BatchNormalization
-//! folded into convolutions,
+//! folded into convolutions, SiLUs fused into ONNX Runtime's `QuickGelu`,
 //! default-domain opset >= 13, nodes in topological order.
 
 mod batchnorm;
@@ -8,6 +8,7 @@ mod bias_add;
 mod constants;
 mod conv;
 mod opset;
+pub mod silu;
 
 use std::collections::HashSet;
 
@@ -41,6 +42,9 @@ pub struct NormalizeSummary {
     pub batchnorms_folded: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
+    /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
+    #[serde(default)]
+    pub silus_fused: usize,
 }
 
 /// Normalizes `model` in place.
@@ -106,6 +110,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.bias_adds_folded = bias_add::fold(graph, &mut names)?;
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
     crate::graph::sort_topologically(graph)?;
+    summary.silus_fused = silu::fuse(model)?;
     Ok(summary)
 }
 

@@ -42,6 +42,11 @@ pub enum OpRule {
 /// `com.microsoft` `Gelu`): their semantics are not ours to assume, so they stay FP32.
 pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
 
+/// Reason given for the `QuickGelu` nodes normalization wrote for SiLUs
+/// (see [`crate::normalize::silu`]).
+pub const FUSED_SILU_REASON: &str =
+    "SiLU as ONNX Runtime's QuickGelu: float between one DequantizeLinear and one QuantizeLinear, faster than QLinearSigmoid + QLinearMul";
+
 /// The placement rule of a default-domain op type.
 pub fn rule_for(op_type: &str) -> OpRule {
     match op_type {
@@ -194,7 +199,9 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         }
         match rule {
             OpRule::Float => {
-                if !crate::onnx::is_default_domain(node.domain()) {
+                if crate::normalize::silu::is_fused_silu(node) {
+                    float(&mut plan, node, FUSED_SILU_REASON);
+                } else if !crate::onnx::is_default_domain(node.domain()) {
                     let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
                     float(&mut plan, node, &reason);
                 } else if let Some(reason) = float_reason(node.op_type()) {
