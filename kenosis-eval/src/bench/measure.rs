@@ -196,23 +196,36 @@ pub struct Latency {
     pub runs: usize,
 }
 
-/// Single-threaded latency of each session on the same input `x`, interleaved: after
-/// `warmup` rounds, `runs` rounds each run every model once, starting with a different one
-/// each round, so load changes on the machine hit all models alike.
+/// Single-threaded latency of each session on the same input `x`, interleaved (see
+/// [`interleaved`]).
 pub fn latency(
     sessions: &mut [&mut Session],
     x: &Array4<f32>,
     warmup: usize,
     runs: usize,
 ) -> Result<Vec<Latency>, String> {
+    interleaved(sessions, warmup, runs, |s| {
+        let t = Instant::now();
+        run(s, x)?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    })
+}
+
+/// Latency of each session as timed by `run_once` (milliseconds of one run), interleaved:
+/// after `warmup` rounds, `runs` rounds each run every model once, starting with a different
+/// one each round, so load changes on the machine hit all models alike.
+pub fn interleaved(
+    sessions: &mut [&mut Session],
+    warmup: usize,
+    runs: usize,
+    mut run_once: impl FnMut(&mut Session) -> Result<f64, String>,
+) -> Result<Vec<Latency>, String> {
     let n = sessions.len();
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); n];
     for round in 0..warmup + runs {
         for k in 0..n {
             let i = (round + k) % n;
-            let t = Instant::now();
-            run(sessions[i], x)?;
-            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let ms = run_once(sessions[i])?;
             if round >= warmup {
                 times[i].push(ms);
             }

@@ -6,8 +6,10 @@
 //! classifiers) and with ORT's `quantize_static` (Python, in a venv); one fidelity pass over
 //! the evaluation images for every candidate against FP32; interleaved single-thread latency
 //! of FP32, Kenosis and ORT on one fixed input; Conv fusion counted in ORT's saved optimized
-//! graphs. Results go to `<out>/bench.json` and `<out>/bench.md`.
+//! graphs. Then the fetched model families' INT8 vs FP32 latency and the peak memory of
+//! quantizing the transformer. Results go to `<out>/bench.json` and `<out>/bench.md`.
 
+pub mod coverage;
 pub mod measure;
 pub mod memory;
 pub mod models;
@@ -69,6 +71,9 @@ pub struct Args {
     /// $KENOSIS_MODELS or WORKSPACE/target/kenosis-models)
     #[arg(long)]
     skip_memory: bool,
+    /// Skip the INT8 vs FP32 latency of the fetched models (PP-OCR, MiniLM, Silero VAD)
+    #[arg(long)]
+    skip_coverage: bool,
     /// Synthetic calibration samples of the peak-memory measurement
     #[arg(long, value_name = "N", default_value_t = 100)]
     memory_samples: usize,
@@ -192,11 +197,15 @@ pub fn main() -> Result<(), String> {
         write(&bench, &out)?;
     }
     let mut bench = assemble(&args, &ctx, python, note, &results);
+    let fetched = std::env::var_os("KENOSIS_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target/kenosis-models"));
+    if !args.skip_coverage {
+        bench.coverage = coverage::measure(&fetched, ctx.warmup, ctx.runs, |m| ctx.log(m));
+        write(&bench, &out)?;
+    }
     if !args.skip_memory {
-        let dir = std::env::var_os("KENOSIS_MODELS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join("target/kenosis-models"));
-        let model = dir.join(MEMORY_MODEL);
+        let model = fetched.join(MEMORY_MODEL);
         ctx.log(format!("== peak memory: {} ==", model.display()));
         bench.memory = Some(memory::measure(&model, args.memory_samples));
     }
@@ -244,6 +253,7 @@ fn assemble(
             note,
         },
         models: results.to_vec(),
+        coverage: Vec::new(),
         memory: None,
         total_seconds: ctx.started.elapsed().as_secs_f64(),
     }

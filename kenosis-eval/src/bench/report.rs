@@ -27,6 +27,8 @@ pub struct Bench {
     pub default_method: String,
     pub ort_quantizer: OrtQuantizerSetup,
     pub models: Vec<ModelResult>,
+    /// INT8 vs FP32 latency of the fetched model families (empty when skipped).
+    pub coverage: Vec<super::coverage::CoverageLatency>,
     /// Peak memory while quantizing the transformer (None when skipped).
     pub memory: Option<super::memory::MemoryResult>,
     pub total_seconds: f64,
@@ -406,6 +408,39 @@ impl Bench {
                         secs(r.quantize_seconds)
                     );
                 }
+            }
+        }
+
+        if !self.coverage.is_empty() {
+            let _ = writeln!(w, "\n## Fetched models: INT8 vs FP32 latency\n");
+            let _ = writeln!(
+                w,
+                "Default options, synthetic calibration; both timed as above on one synthetic \
+                 sample of the calibration shape (fidelity: `tests/tests/model_coverage.rs`).\n"
+            );
+            let _ = writeln!(
+                w,
+                "| model | inputs | FP32 ms | Kenosis ms | INT8 speedup |"
+            );
+            let _ = writeln!(w, "|---|---|---:|---:|---:|");
+            for c in &self.coverage {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} |",
+                    c.model,
+                    cell(&c.inputs),
+                    ms(&c.fp32),
+                    ms(&c.kenosis),
+                    ratio(c.speedup_vs_fp32),
+                );
+            }
+            for c in self.coverage.iter().filter(|c| c.error.is_some()) {
+                let _ = writeln!(
+                    w,
+                    "\n- {}: `{}`",
+                    c.model,
+                    cell(c.error.as_deref().unwrap_or(""))
+                );
             }
         }
 

@@ -42,7 +42,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let root = crate::workspace_root();
     let ort = ort::ensure(&ort::default_lib_dir(&root))?;
-    // The peak-memory row quantizes MiniLM, one of the fetched models.
+    // The coverage-latency and peak-memory rows use the fetched models.
     let models = super::test::check_shared_dir()?
         .as_deref()
         .and_then(super::test::fetch_models)

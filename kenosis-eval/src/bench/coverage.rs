@@ -1,0 +1,118 @@
+//! INT8 against FP32 latency of the fetched model families (`fetch-models.sh`): each is
+//! quantized as a build script would with no data (default options, synthetic calibration)
+//! and timed against its FP32 original on one synthetic sample of the calibration shape.
+//! Their fidelity is checked by the model-coverage tests; this measures what those tests
+//! cannot: whether the INT8 model is faster.
+
+use std::path::Path;
+use std::time::Instant;
+
+use kenosis_build::calibrate::data::{input_specs, synthetic_with_dims};
+use kenosis_build::calibrate::session::{borrowed, sample_inputs};
+use kenosis_build::calibrate::shapes;
+use kenosis_build::pipeline::decode;
+use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use serde::Serialize;
+
+use super::measure::{self, Latency};
+
+/// The fetched models, by file name.
+pub const MODELS: [&str; 5] = [
+    "ppocr-v4-det.onnx",
+    "ppocr-v4-rec.onnx",
+    "ppocr-mobile-v2-cls.onnx",
+    "paraphrase-MiniLM-L3-v2.onnx",
+    "silero_vad.onnx",
+];
+
+/// One fetched model's latency, FP32 against Kenosis INT8.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoverageLatency {
+    pub model: String,
+    /// Input shapes timed (the synthetic calibration shapes), e.g. `x [1, 3, 640, 640]`.
+    pub inputs: String,
+    pub fp32: Option<Latency>,
+    pub kenosis: Option<Latency>,
+    /// FP32 median over Kenosis median.
+    pub speedup_vs_fp32: Option<f64>,
+    /// Why there is no measurement, when there is none.
+    pub error: Option<String>,
+}
+
+/// Quantizes and times every model of [`MODELS`] found in `dir`.
+pub fn measure(
+    dir: &Path,
+    warmup: usize,
+    runs: usize,
+    log: impl Fn(String),
+) -> Vec<CoverageLatency> {
+    MODELS
+        .iter()
+        .map(|name| {
+            log(format!("coverage latency: {name}"));
+            let mut row = CoverageLatency {
+                model: (*name).to_owned(),
+                inputs: String::new(),
+                fp32: None,
+                kenosis: None,
+                speedup_vs_fp32: None,
+                error: None,
+            };
+            if let Err(e) = measure_one(&dir.join(name), warmup, runs, &mut row) {
+                row.error = Some(e);
+            }
+            row
+        })
+        .collect()
+}
+
+fn measure_one(
+    path: &Path,
+    warmup: usize,
+    runs: usize,
+    row: &mut CoverageLatency,
+) -> Result<(), String> {
+    if !path.is_file() {
+        return Err(format!(
+            "{} not found: `cargo xtask bench` fetches it with ../shared/fetch-models.sh",
+            path.display()
+        ));
+    }
+    let fp32 = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let q = quantize(
+        path,
+        &fp32,
+        &Calibration::Synthetic,
+        &QuantizeOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
+
+    // One sample of the shapes calibration used (symbolic dims probed the same way).
+    let model = decode(path, &fp32).map_err(|e| e.to_string())?;
+    let specs = input_specs(model.graph.as_ref().expect("decoded"));
+    let dims = shapes::resolve(&model, &specs, path).map_err(|e| e.to_string())?;
+    let sample = synthetic_with_dims(&specs, &dims, 1, path)
+        .map_err(|e| e.to_string())?
+        .samples
+        .remove(0);
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    row.inputs = names
+        .iter()
+        .zip(&dims)
+        .map(|(n, d)| format!("{n} {d:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+
+    let inputs = sample_inputs(&names, &sample, path).map_err(|e| e.to_string())?;
+    let mut a = measure::session(&fp32, 1, None)?;
+    let mut b = measure::session(&q.bytes, 1, None)?;
+    let l = measure::interleaved(&mut [&mut a, &mut b], warmup, runs, |s| {
+        let t = Instant::now();
+        s.run(borrowed(&inputs)).map_err(|e| e.to_string())?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    })?;
+    row.speedup_vs_fp32 = Some(l[0].median_ms / l[1].median_ms);
+    row.fp32 = Some(l[0]);
+    row.kenosis = Some(l[1]);
+    Ok(())
+}
