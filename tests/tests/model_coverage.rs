@@ -9,6 +9,7 @@
 //! Targets this code does not reach yet are kept as `#[ignore]`d tests with the measured
 //! numbers in their reason, so that `cargo test -- --ignored` shows the gap.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::session::{borrowed, sample_inputs};
@@ -179,13 +180,44 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     assert_eq!(x.shape.len(), 4);
     assert!(x.shape[2].is_none() && x.shape[3].is_none(), "{x:?}");
 
-    // The upsampling ConvTransposes' bias Adds are folded, and so the BatchNormalization
-    // after the first one: nothing float is left between a ConvTranspose and its Relu.
-    assert_eq!(
-        q.report.normalize.bias_adds_folded, 2,
-        "{:?}",
-        q.report.normalize
+    // Every per-channel Mul/Add after a convolution is folded into it: the learnable
+    // affine blocks after each Conv and the upsampling ConvTransposes' bias Adds, and so the
+    // BatchNormalization after the first ConvTranspose. Every HardSwish written out as
+    // `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` is one `HardSwish`.
+    let fp32 = std::fs::read(&path).expect("model");
+    let mut folded = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
+    let summary = kenosis_build::normalize::normalize(&mut folded).expect("normalizes");
+    let graph = folded.graph.as_ref().expect("graph");
+    let producer: HashMap<&str, &str> = graph
+        .node
+        .iter()
+        .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n.op_type())))
+        .collect();
+    let constants: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
+    let unfolded: Vec<&str> = graph
+        .node
+        .iter()
+        .filter(|n| matches!(n.op_type(), "Mul" | "Add"))
+        .filter(|n| n.input.iter().any(|i| constants.contains(i.as_str())))
+        .filter(|n| {
+            n.input.iter().any(|i| {
+                matches!(
+                    producer.get(i.as_str()),
+                    Some(&"Conv") | Some(&"ConvTranspose")
+                )
+            })
+        })
+        .map(|n| n.name())
+        .collect();
+    assert!(unfolded.is_empty(), "not folded: {unfolded:?}");
+    assert!(
+        summary.scale_muls_folded > 0 && summary.bias_adds_folded > 0,
+        "{summary:?}"
     );
+    let count = |op: &str| graph.node.iter().filter(|n| n.op_type() == op).count();
+    assert_eq!(count("HardSwish"), summary.hardswishes_fused, "{summary:?}");
+    assert!(count("HardSwish") > 0 && count("Div") == 0 && count("Clip") == 0);
+    assert_eq!(summary.opset_after, 14);
     let ops = model_op_types(&path, &q.bytes);
     assert!(!ops.iter().any(|o| o == "BatchNormalization"), "{ops:?}");
     // The last ConvTranspose computes the text logits, read only by the output Sigmoid:
@@ -198,12 +230,9 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
         .expect("the logits ConvTranspose stays FP32");
     assert!(last.reason.contains("graph output"), "{last:?}");
 
-    // Folding changes only float rounding: the folded FP32 model gives the same map on a
-    // photograph with text (PP-OCR normalization, 640x640).
+    // Folding and fusing change only float rounding: the normalized FP32 model gives the
+    // same map on a photograph with text (PP-OCR normalization, 640x640).
     let Some(shared) = shared_dir() else { return };
-    let fp32 = std::fs::read(&path).expect("model");
-    let mut folded = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
-    kenosis_build::normalize::normalize(&mut folded).expect("normalizes");
     let folded = prost::Message::encode_to_vec(&folded);
     let text = shared.join("images/coco-300/000000000281.jpg");
     let sample = image_samples(vec![photo(&text, 640, 640, false, paddle)]);

@@ -1,12 +1,13 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
-//! weights as initializers, inference-only ops removed, bias Adds and BatchNormalization
-//! folded into convolutions, SiLUs fused into ONNX Runtime's `QuickGelu`,
+//! weights as initializers, inference-only ops removed, per-channel Mul/Add and
+//! BatchNormalization folded into convolutions, SiLUs fused into ONNX Runtime's `QuickGelu`,
 //! default-domain opset >= 13, nodes in topological order.
 
+mod affine;
 mod batchnorm;
-mod bias_add;
 mod constants;
 mod conv;
+pub mod hardswish;
 mod opset;
 pub mod silu;
 
@@ -38,6 +39,10 @@ pub struct NormalizeSummary {
     /// Constant per-channel Adds folded into the bias of the preceding Conv/ConvTranspose.
     #[serde(default)]
     pub bias_adds_folded: usize,
+    /// Constant per-channel Muls folded into the weight and bias of the preceding
+    /// Conv/ConvTranspose.
+    #[serde(default)]
+    pub scale_muls_folded: usize,
     /// BatchNormalization nodes folded into the preceding Conv/ConvTranspose.
     pub batchnorms_folded: usize,
     /// Dropout nodes removed (identity at inference).
@@ -45,6 +50,9 @@ pub struct NormalizeSummary {
     /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
     #[serde(default)]
     pub silus_fused: usize,
+    /// HardSwishes written out in elementary ops fused into `HardSwish` (see [`hardswish`]).
+    #[serde(default)]
+    pub hardswishes_fused: usize,
 }
 
 /// Normalizes `model` in place.
@@ -106,11 +114,15 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     }
     let graph = model.graph.as_mut().expect("checked above");
     let mut names = NameGen::new(graph);
-    // Bias Adds first: a BatchNormalization after `ConvTranspose → Add` then folds too.
-    summary.bias_adds_folded = bias_add::fold(graph, &mut names)?;
+    // Affine ops first: a BatchNormalization after `ConvTranspose → Add` then folds too.
+    let affine = affine::fold(graph, &mut names)?;
+    summary.bias_adds_folded = affine.adds;
+    summary.scale_muls_folded = affine.muls;
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
     crate::graph::sort_topologically(graph)?;
     summary.silus_fused = silu::fuse(model);
+    summary.hardswishes_fused = hardswish::fuse(model);
+    summary.opset_after = onnx::default_opset(model).unwrap_or(summary.opset_after);
     Ok(summary)
 }
 

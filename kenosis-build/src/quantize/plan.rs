@@ -67,6 +67,16 @@ pub fn rule_for(op_type: &str) -> OpRule {
     }
 }
 
+/// The placement rule of `node`: [`rule_for`] its op type in the default domain, FP32
+/// outside it.
+fn rule_of(node: &NodeProto) -> OpRule {
+    if crate::onnx::is_default_domain(node.domain()) {
+        rule_for(node.op_type())
+    } else {
+        OpRule::Float
+    }
+}
+
 /// Why a default-domain op the table leaves FP32 is worth naming in the report.
 fn float_reason(op_type: &str) -> Option<&'static str> {
     match op_type {
@@ -182,11 +192,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     // 1. Candidates and their rules.
     let mut rules: HashMap<usize, OpRule> = HashMap::new();
     for (i, node) in graph.node.iter().enumerate() {
-        let rule = if crate::onnx::is_default_domain(node.domain()) {
-            rule_for(node.op_type())
-        } else {
-            OpRule::Float
-        };
+        let rule = rule_of(node);
         if options.keep_float.contains(node.name()) {
             if rule != OpRule::Float {
                 let reason = options
@@ -367,15 +373,14 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         plan.tensors.insert(out, source);
     }
     plan.quantized_nodes = order;
+    // Candidates dropped by the steps above without a reason of their own.
+    let reported: HashSet<String> = plan.float_nodes.iter().map(|f| f.name.clone()).collect();
     for (i, node) in graph.node.iter().enumerate() {
-        let rule = if crate::onnx::is_default_domain(node.domain()) {
-            rule_for(node.op_type())
-        } else {
-            OpRule::Float
-        };
+        let rule = rule_of(node);
         if !rules.contains_key(&i)
             && matches!(rule, OpRule::QLinear | OpRule::ShareScale)
             && !options.keep_float.contains(node.name())
+            && !reported.contains(node.name())
         {
             float(
                 &mut plan,
@@ -575,5 +580,42 @@ mod tests {
             "{}",
             pool.reason
         );
+    }
+
+    /// A residual Add whose output is outlier-dominated (MiniLM's layer-0 feed-forward).
+    #[test]
+    fn an_outlier_dominated_add_is_reported_once_with_its_reason() {
+        let graph = GraphProto {
+            node: vec![
+                node("Conv", &["x", "w", "b"], "conv"),
+                node("Add", &["conv", "x"], "sum"),
+                node("Conv", &["sum", "w", "b"], "out"),
+            ],
+            initializer: vec![
+                tensor::from_f32("w", &[2, 2, 1, 1], &[0.5; 4]),
+                tensor::from_f32("b", &[2], &[0.0; 2]),
+            ],
+            output: vec![ValueInfoProto {
+                name: Some("out".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let types = ["x", "w", "b", "conv", "sum", "out"]
+            .iter()
+            .map(|t| (t.to_string(), dtype::FLOAT))
+            .collect();
+        let options = PlanOptions {
+            float_tensors: [("sum".to_string(), 1.5)].into(),
+            ..Default::default()
+        };
+        let plan = plan(&graph, &types, &options);
+        let add: Vec<&FloatNode> = plan
+            .float_nodes
+            .iter()
+            .filter(|f| f.name == "Add")
+            .collect();
+        assert_eq!(add.len(), 1, "{:?}", plan.float_nodes);
+        assert!(add[0].reason.contains("outlier-dominated"), "{add:?}");
     }
 }
