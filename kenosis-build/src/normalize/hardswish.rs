@@ -5,8 +5,11 @@
 //! `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)`, PyTorch as `Mul(x, HardSigmoid(x))`. Quantized as
 //! written, every step is its own Q/DQ point: PP-OCRv4 det rounds each activation four
 //! times (Add, Clip, Mul, then the Div that runs in float between a DQ and a Q). As one
-//! `HardSwish` it runs in float between one DequantizeLinear and one QuantizeLinear, as ONNX
-//! Runtime's quantizer leaves a `HardSwish` (no QDQ selector covers it).
+//! `HardSwish` it runs in float between one DequantizeLinear and one QuantizeLinear (ONNX
+//! Runtime 1.31's CPU provider has no integer kernel for it and expands it to
+//! `HardSigmoid` + `Mul`). Measured with the affine folds of [`super::affine`]: PP-OCRv4
+//! det INT8 41.1 → 32.5 ms (FP32 54.3 ms, one thread, 640x640) and its map cosine on 82 COCO
+//! photographs with text 0.46 → 0.76 (synthetic calibration).
 //!
 //! `HardSwish` needs default-domain opset 14. Normalization leaves models at opset >= 13,
 //! and no operator changed meaning between 13 and 14 for an inference graph (ONNX
