@@ -59,7 +59,9 @@ pub fn fuse(model: &mut ModelProto) -> usize {
         let Some((x, inner)) = m.hard_swish(tail) else {
             continue;
         };
-        if types.get(&x) != Some(&dtype::FLOAT) || inner.iter().any(|i| used.contains(i)) {
+        // Each node belongs to one fusion at most.
+        let taken = |i: &usize| used.contains(i) || fused.iter().any(|(t, _)| t == i);
+        if types.get(&x) != Some(&dtype::FLOAT) || taken(&tail) || inner.iter().any(taken) {
             continue;
         }
         used.extend(inner.iter().copied());
