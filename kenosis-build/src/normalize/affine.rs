@@ -90,7 +90,7 @@ fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, Stri
             Some(b) => read(b)?,
             None => vec![0.0; conv.channels],
         };
-        if bias.len() != conv.channels {
+        if bias.len() != conv.channels || (c.len() != 1 && c.len() != conv.channels) {
             continue;
         }
         if graph.node[op_idx].op_type() == "Mul" {
@@ -125,7 +125,7 @@ fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, Stri
     Ok(folded)
 }
 
-/// Whether a constant of `dims` holds one value per channel (axis 1) to an output of rank
+/// Whether a constant of `dims` holds one value per channel (axis 1) of an output of rank
 /// `rank` with `channels` channels, under numpy broadcasting (dims aligned from the right).
 fn per_channel_shape(dims: &[i64], rank: usize, channels: usize) -> bool {
     if dims.len() > rank {

@@ -1,7 +1,8 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
 //! weights as initializers, inference-only ops removed, per-channel Mul/Add and
 //! BatchNormalization folded into convolutions, SiLUs fused into ONNX Runtime's `QuickGelu`,
-//! default-domain opset >= 13, nodes in topological order.
+//! spelled-out HardSwishes fused into `HardSwish`, default-domain opset >= 13, nodes in
+//! topological order.
 
 mod affine;
 mod batchnorm;

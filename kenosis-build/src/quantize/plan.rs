@@ -373,7 +373,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         plan.tensors.insert(out, source);
     }
     plan.quantized_nodes = order;
-    // Candidates dropped by the steps above without a reason of their own.
+    // Candidates the steps above dropped without a reason; the others are reported already.
     let reported: HashSet<String> = plan.float_nodes.iter().map(|f| f.name.clone()).collect();
     for (i, node) in graph.node.iter().enumerate() {
         let rule = rule_of(node);
