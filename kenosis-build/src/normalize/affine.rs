@@ -141,17 +141,7 @@ fn per_channel_shape(dims: &[i64], rank: usize, channels: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::make_node;
-
-    fn node(op: &str, inputs: &[&str], output: &str) -> crate::onnx::NodeProto {
-        make_node(
-            op,
-            format!("{op}_{output}"),
-            inputs.iter().map(|s| s.to_string()).collect(),
-            vec![output.into()],
-            vec![],
-        )
-    }
+    use crate::normalize::test_graph::node;
 
     /// PP-LCNetV3's learnable affine block after a Conv whose weight a second Conv shares.
     #[test]

@@ -235,31 +235,8 @@ fn close(a: f32, b: f32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{attr, make_node, type_proto, OperatorSetIdProto, TypeProto, ValueInfoProto};
-
-    fn float_value(name: &str) -> ValueInfoProto {
-        ValueInfoProto {
-            name: Some(name.into()),
-            r#type: Some(TypeProto {
-                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                    elem_type: Some(dtype::FLOAT),
-                    shape: None,
-                })),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-        make_node(
-            op,
-            format!("{op}_{output}"),
-            inputs.iter().map(|s| s.to_string()).collect(),
-            vec![output.into()],
-            vec![],
-        )
-    }
+    use crate::normalize::test_graph::{float_value, node};
+    use crate::onnx::{attr, OperatorSetIdProto};
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {

@@ -11,6 +11,8 @@ mod conv;
 pub mod hardswish;
 mod opset;
 pub mod silu;
+#[cfg(test)]
+mod test_graph;
 
 use std::collections::HashSet;
 

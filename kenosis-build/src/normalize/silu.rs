@@ -99,21 +99,8 @@ pub fn is_fused_silu(node: &NodeProto) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{make_node, type_proto, GraphProto, TypeProto, ValueInfoProto};
-
-    fn float_input(name: &str) -> ValueInfoProto {
-        ValueInfoProto {
-            name: Some(name.into()),
-            r#type: Some(TypeProto {
-                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                    elem_type: Some(dtype::FLOAT),
-                    shape: None,
-                })),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::normalize::test_graph::{float_value, node};
+    use crate::onnx::GraphProto;
 
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
         ModelProto {
@@ -124,22 +111,12 @@ mod tests {
             }],
             graph: Some(GraphProto {
                 node: nodes,
-                input: vec![float_input("x")],
-                output: outputs.iter().map(|o| float_input(o)).collect(),
+                input: vec![float_value("x")],
+                output: outputs.iter().map(|o| float_value(o)).collect(),
                 ..Default::default()
             }),
             ..Default::default()
         }
-    }
-
-    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-        make_node(
-            op,
-            format!("{op}_{output}"),
-            inputs.iter().map(|s| s.to_string()).collect(),
-            vec![output.into()],
-            vec![],
-        )
     }
 
     #[test]

@@ -1,0 +1,29 @@
+//! Small graph builders shared by the normalization passes' unit tests.
+
+use crate::onnx::{dtype, make_node, type_proto, NodeProto, TypeProto, ValueInfoProto};
+
+/// A default-domain node named `<op>_<output>` with one output.
+pub fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+    make_node(
+        op,
+        format!("{op}_{output}"),
+        inputs.iter().map(|s| s.to_string()).collect(),
+        vec![output.into()],
+        vec![],
+    )
+}
+
+/// A float32 graph input or output of unknown shape.
+pub fn float_value(name: &str) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(dtype::FLOAT),
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
