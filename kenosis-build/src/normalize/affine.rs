@@ -94,21 +94,10 @@ fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, Stri
             continue;
         }
         if graph.node[op_idx].op_type() == "Mul" {
-            let w_name = graph.node[conv.node].input[1].clone();
-            let w_init = &graph.initializer[index.initializer[&w_name]];
-            let w_dims = w_init.dims.clone();
-            let mut w = tensor::to_f32(w_init)?;
-            let inner = conv::inner_size(&w_dims, conv.axis);
-            for (e, v) in w.iter_mut().enumerate() {
-                *v *= at((e / inner) % conv.channels);
-            }
+            conv::scale_weight(graph, &index, names, &conv, |ch| f64::from(at(ch)))?;
             for (ch, v) in bias.iter_mut().enumerate() {
                 *v *= at(ch);
             }
-            // The weight may be shared (deduplicated constants): write a new one.
-            let name = names.fresh(&format!("{}_folded_weight", graph.node[conv.node].name()));
-            graph.initializer.push(tensor::from_f32(&name, &w_dims, &w));
-            graph.node[conv.node].input[1] = name;
             folded.muls += 1;
         } else {
             for (ch, v) in bias.iter_mut().enumerate() {

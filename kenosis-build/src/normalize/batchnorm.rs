@@ -35,52 +35,32 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
         tensor::to_f32(&graph.initializer[index.initializer[name]])
     };
     let mut removed = HashSet::new();
-    for (
-        conv::Foldable {
-            node: conv_idx,
-            channels: out_channels,
-            axis,
-            ..
-        },
-        bn_idx,
-    ) in folds
-    {
+    for (conv, bn_idx) in folds {
+        let out_channels = conv.channels;
         let bn = graph.node[bn_idx].clone();
-        let conv = graph.node[conv_idx].clone();
         let eps = f64::from(attr::float(&bn, "epsilon", 1e-5));
         let [gamma, beta, mean, var] = [1, 2, 3, 4].map(|i| get(graph, &bn.input[i]));
         let (gamma, beta, mean, var) = (gamma?, beta?, mean?, var?);
-        let w_init = &graph.initializer[index.initializer[&conv.input[1]]];
-        let w_dims = w_init.dims.clone();
-        let mut w = tensor::to_f32(w_init)?;
         if [&gamma, &beta, &mean, &var]
             .iter()
             .any(|v| v.len() != out_channels)
         {
             return Err(format!("BatchNormalization `{}` has parameters that do not match the Conv's {out_channels} output channels", bn.name()));
         }
-        let bias = match conv.input.get(2).filter(|b| !b.is_empty()) {
+        let bias = match graph.node[conv.node].input.get(2).filter(|b| !b.is_empty()) {
             Some(b) => get(graph, b)?,
             None => vec![0.0; out_channels],
         };
         let factors: Vec<f64> = (0..out_channels)
             .map(|c| f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt())
             .collect();
-        let inner = conv::inner_size(&w_dims, axis);
-        for (e, v) in w.iter_mut().enumerate() {
-            *v = (f64::from(*v) * factors[(e / inner) % out_channels]) as f32;
-        }
         let new_bias: Vec<f32> = (0..out_channels)
             .map(|c| {
                 ((f64::from(bias[c]) - f64::from(mean[c])) * factors[c] + f64::from(beta[c])) as f32
             })
             .collect();
-        let w_name = names.fresh(&format!("{}_folded_weight", conv.name()));
-        graph
-            .initializer
-            .push(tensor::from_f32(&w_name, &w_dims, &w));
-        graph.node[conv_idx].input[1] = w_name;
-        conv::set_folded_bias(graph, names, conv_idx, &new_bias, bn.output[0].clone());
+        conv::scale_weight(graph, &index, names, &conv, |c| factors[c])?;
+        conv::set_folded_bias(graph, names, conv.node, &new_bias, bn.output[0].clone());
         removed.insert(bn_idx);
     }
     super::remove_nodes(graph, &removed);

@@ -1,6 +1,6 @@
-//! What the convolution folds (bias Add, BatchNormalization) share: which Conv or
-//! ConvTranspose can absorb a per-channel op that follows it, and how the folded bias is
-//! written back.
+//! What the convolution folds (per-channel Mul/Add, BatchNormalization) share: which Conv or
+//! ConvTranspose can absorb a per-channel op that follows it, and how the scaled weight and
+//! the folded bias are written back.
 
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{self, tensor, GraphProto, NodeProto};
@@ -60,12 +60,39 @@ pub(super) fn out_channels(node: &NodeProto, w_dims: &[i64]) -> Option<(usize, u
 
 /// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
 /// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
-pub(super) fn inner_size(dims: &[i64], axis: usize) -> usize {
+fn inner_size(dims: &[i64], axis: usize) -> usize {
     dims[axis + 1..]
         .iter()
         .map(|&d| usize::try_from(d).unwrap_or(0))
         .product::<usize>()
         .max(1)
+}
+
+/// Gives the convolution `conv` a new weight: its weight with every element of output
+/// channel `c` multiplied by `factor(c)`, computed in f64. The weight is written as a new
+/// initializer named after the node, since the original may be shared (deduplicated
+/// constants); `index` must still locate the original.
+///
+/// # Errors
+/// When the weight's payload is unreadable.
+pub(super) fn scale_weight(
+    graph: &mut GraphProto,
+    index: &GraphIndex,
+    names: &mut NameGen,
+    conv: &Foldable,
+    factor: impl Fn(usize) -> f64,
+) -> Result<(), String> {
+    let w_init = &graph.initializer[index.initializer[&graph.node[conv.node].input[1]]];
+    let dims = w_init.dims.clone();
+    let mut w = tensor::to_f32(w_init)?;
+    let inner = inner_size(&dims, conv.axis);
+    for (e, v) in w.iter_mut().enumerate() {
+        *v = (f64::from(*v) * factor((e / inner) % conv.channels)) as f32;
+    }
+    let name = names.fresh(&format!("{}_folded_weight", graph.node[conv.node].name()));
+    graph.initializer.push(tensor::from_f32(&name, &dims, &w));
+    graph.node[conv.node].input[1] = name;
+    Ok(())
 }
 
 /// Gives the convolution at `node` the bias `bias` (a new `[C]` initializer named after the
