@@ -171,9 +171,7 @@ impl NameGen {
             self.used.insert(node.name().to_owned());
             self.used
                 .extend(node.input.iter().chain(&node.output).cloned());
-            for a in &node.attribute {
-                a.g.iter().chain(&a.graphs).for_each(|g| self.collect(g));
-            }
+            crate::onnx::subgraphs(node).for_each(|g| self.collect(g));
         }
     }
 

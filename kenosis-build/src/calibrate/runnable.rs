@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::onnx::{FunctionProto, GraphProto, ModelProto, NodeProto};
+use crate::onnx::{subgraphs, FunctionProto, ModelProto, NodeProto};
 
 /// Operator domains ONNX Runtime's CPU build implements (`onnxruntime/core/graph/constants.h`).
 const ORT_DOMAINS: &[&str] = &[
@@ -143,16 +143,10 @@ fn inputs_read<'a>(node: &'a NodeProto, out: &mut Vec<&'a str>) {
     }
 }
 
-fn subgraphs(node: &NodeProto) -> impl Iterator<Item = &GraphProto> {
-    node.attribute
-        .iter()
-        .flat_map(|a| a.g.iter().chain(&a.graphs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{make_node, OperatorSetIdProto};
+    use crate::onnx::{make_node, GraphProto, OperatorSetIdProto};
 
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
         ModelProto {

@@ -96,10 +96,7 @@ pub fn fuse(model: &mut ModelProto) -> usize {
 fn has_training_batchnorm(graph: &GraphProto) -> bool {
     graph.node.iter().any(|n| {
         (n.op_type() == "BatchNormalization" && n.output.iter().skip(1).any(|o| !o.is_empty()))
-            || n.attribute
-                .iter()
-                .flat_map(|a| a.g.iter().chain(&a.graphs))
-                .any(has_training_batchnorm)
+            || onnx::subgraphs(n).any(has_training_batchnorm)
     })
 }
 

@@ -238,10 +238,8 @@ pub(crate) fn prune_unused_initializers(graph: &mut onnx::GraphProto) {
     fn collect_inputs(graph: &onnx::GraphProto, used: &mut HashSet<String>) {
         for node in &graph.node {
             used.extend(node.input.iter().cloned());
-            for a in &node.attribute {
-                for g in a.g.iter().chain(&a.graphs) {
-                    collect_inputs(g, used);
-                }
+            for g in onnx::subgraphs(node) {
+                collect_inputs(g, used);
             }
         }
         used.extend(graph.output.iter().map(|o| o.name().to_owned()));

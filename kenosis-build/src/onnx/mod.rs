@@ -87,6 +87,14 @@ fn tensor_type(vi: &ValueInfoProto) -> Option<&type_proto::Tensor> {
     }
 }
 
+/// The subgraphs `node` holds in its graph-valued attributes (If branches, Loop and Scan
+/// bodies).
+pub fn subgraphs(node: &NodeProto) -> impl Iterator<Item = &GraphProto> {
+    node.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(&a.graphs))
+}
+
 /// A node with the given type, inputs, outputs and attributes in the default domain.
 pub fn make_node(
     op_type: &str,
