@@ -13,7 +13,6 @@ use crate::calibrate::session::GramRequest;
 use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
 use crate::fidelity;
-use crate::graph::topological_order;
 use crate::onnx::{self, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{self, Range, WeightOptions};
@@ -210,8 +209,7 @@ pub fn quantize_decoded(
         _ => &data.samples[..],
     };
 
-    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
-    let types = crate::types::infer_elem_types(graph, &order);
+    let types = crate::types::infer_elem_types(graph);
     let keep_float_reasons: HashMap<String, String> = uncalibratable
         .iter()
         .filter(|(_, reason)| !reason.is_empty())
@@ -415,8 +413,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
     }
     crate::normalize::normalize(&mut model).map_err(unsupported)?;
     let graph = model.graph.as_ref().expect("normalized");
-    let order = topological_order(graph, &Default::default()).map_err(unsupported)?;
-    let types = crate::types::infer_elem_types(graph, &order);
+    let types = crate::types::infer_elem_types(graph);
     let plan = plan::plan(graph, &types, &PlanOptions::default());
     let ranges = plan
         .observed_tensors()

@@ -11,7 +11,9 @@ use std::collections::HashMap;
 use crate::onnx::{attr, dtype, GraphProto, NodeProto, ValueInfoProto};
 
 /// Tensor name → `TensorProto.DataType` for every tensor whose type could be derived.
-pub fn infer_elem_types(graph: &GraphProto, order: &[usize]) -> HashMap<String, i32> {
+/// Types flow through the nodes in graph order, so `graph` must be topologically sorted
+/// (normalization leaves it so).
+pub fn infer_elem_types(graph: &GraphProto) -> HashMap<String, i32> {
     let mut types: HashMap<String, i32> = HashMap::new();
     for vi in graph
         .input
@@ -26,8 +28,7 @@ pub fn infer_elem_types(graph: &GraphProto, order: &[usize]) -> HashMap<String, 
     for init in &graph.initializer {
         types.insert(init.name().to_owned(), init.data_type());
     }
-    for &i in order {
-        let node = &graph.node[i];
+    for node in &graph.node {
         let first_input = node.input.iter().find_map(|n| types.get(n).copied());
         for (k, out) in node
             .output

@@ -46,8 +46,7 @@ pub fn fuse(model: &mut ModelProto) -> usize {
     if opset < HARD_SWISH_OPSET && has_training_batchnorm(graph) {
         return 0;
     }
-    let order: Vec<usize> = (0..graph.node.len()).collect();
-    let types = crate::types::infer_elem_types(graph, &order);
+    let types = crate::types::infer_elem_types(graph);
     let index = GraphIndex::new(graph);
     let m = Matcher {
         graph,

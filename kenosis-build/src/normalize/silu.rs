@@ -32,8 +32,7 @@ pub fn fuse(model: &mut ModelProto) -> usize {
     let Some(graph) = model.graph.as_mut() else {
         return 0;
     };
-    let order: Vec<usize> = (0..graph.node.len()).collect();
-    let types = crate::types::infer_elem_types(graph, &order);
+    let types = crate::types::infer_elem_types(graph);
     let index = GraphIndex::new(graph);
     let mut fused = Vec::new();
     for (mul_idx, mul) in graph.node.iter().enumerate() {
