@@ -309,7 +309,34 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     //    QLinearGlobalAveragePool raises top-1 agreement from 95.3% to 95.8% (the uint8
     //    logits' step of 0.26 merges close classes) at a latency cost within noise (1.70 vs
     //    1.68 ms).
+    //    Likewise a weighted op whose integer kernel gains less than the Q/DQ it needs when
+    //    nothing around it is quantized (see `cheap_alone`).
     loop {
+        // Whether `t` is written by a kept node, directly or through kept single-input
+        // pooling/data-movement nodes that exist only to feed it.
+        let quantized_upstream = |rules: &HashMap<usize, OpRule>, t: &str| -> bool {
+            let mut t = t.to_string();
+            loop {
+                let Some((&k, _)) = rules.iter().find(|(&k, _)| quantized_output(k).0 == t) else {
+                    return false;
+                };
+                let node = &graph.node[k];
+                let kept_readers = index
+                    .consumers_of(&t)
+                    .iter()
+                    .filter(|c| rules.contains_key(c))
+                    .count();
+                let single_reader = kept_readers <= 1;
+                match rules[&k] {
+                    OpRule::ShareScale | OpRule::QLinear
+                        if single_reader && data_inputs(node, rules[&k]) == [0] =>
+                    {
+                        t = node.input[0].clone();
+                    }
+                    _ => return true,
+                }
+            }
+        };
         let kept: Vec<usize> = rules.keys().copied().collect();
         let mut changed = false;
         for i in kept {
@@ -328,7 +355,18 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             let gathers_constant = graph.node[i].op_type() == "Gather"
                 && index.is_initializer(&graph.node[i].input[0])
                 && !index.outputs.contains(&out);
-            if matches!(rules[&i], OpRule::Weighted { .. }) || gathers_constant {
+            if let OpRule::Weighted { .. } = rules[&i] {
+                if let Some(reason) = cheap_alone(graph, &index, i) {
+                    let fed_quantized = quantized_upstream(&rules, &graph.node[i].input[0]);
+                    if !read_by_kept && !fed_quantized {
+                        rules.remove(&i);
+                        changed = true;
+                        float(&mut plan, &graph.node[i], reason);
+                    }
+                }
+                continue;
+            }
+            if gathers_constant {
                 continue;
             }
             if !read_by_kept || index.outputs.contains(&out) {
@@ -391,6 +429,49 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     }
     plan
 }
+
+/// Why a weighted op whose integer kernel would gain nothing on its own stays FP32, if it
+/// is such an op: quantized with neither a quantized producer nor a quantized reader, it pays
+/// a QuantizeLinear on its input and a DequantizeLinear on its output (plus uint8 copies of
+/// any pooling in between) for its kernel alone. Measured with ONNX Runtime 1.31, 1 thread:
+/// - Depthwise convolutions with kernels larger than 3x3: ORT's int8 depthwise kernel is
+///   slower than its FP32 NCHWc one. On PP-OCR cls (5x5 between HardSwishes), 0.06 ms int8
+///   vs 0.014 ms FP32 for one 200-channel layer. 3x3 ones keep fusing: on YOLOX-Nano
+///   (3x3 between SiLUs) FP32 ones left the latency unchanged.
+/// - MatMul/Gemm with fewer than [`TINY_WEIGHTS`] weights (a classifier's last layer), so
+///   fewer multiply-adds per row: they cannot repay the uint8 pooling chain they pull in.
+///   PP-OCR cls's 200x2 head read a uint8 MaxPool that ORT runs in NCHW: 0.10 ms, against
+///   0.013 ms in FP32.
+///
+/// Together these took PP-OCR cls from 0.85 to about 0.65 ms, level with FP32.
+fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'static str> {
+    let node = &graph.node[i];
+    let weight = index
+        .initializer
+        .get(node.input.get(1)?)
+        .map(|&k| &graph.initializer[k])?;
+    let kernel_area: i64 = weight.dims.iter().skip(2).product();
+    let depthwise = node.op_type() == "Conv"
+        && attr::int(node, "group", 1) > 1
+        && weight.dims.get(1) == Some(&1);
+    let values: i64 = weight.dims.iter().product();
+    if depthwise && kernel_area > 9 {
+        Some(ISOLATED_DEPTHWISE_REASON)
+    } else if matches!(node.op_type(), "MatMul" | "Gemm") && values < TINY_WEIGHTS {
+        Some(ISOLATED_TINY_REASON)
+    } else {
+        None
+    }
+}
+
+/// Weight count below which a MatMul/Gemm with no quantized neighbour stays FP32.
+pub const TINY_WEIGHTS: i64 = 4096;
+
+const ISOLATED_DEPTHWISE_REASON: &str =
+    "depthwise convolution larger than 3x3 with no quantized neighbour: ONNX Runtime's int8 kernel for it is slower than FP32, and its Q/DQ would add to that";
+
+const ISOLATED_TINY_REASON: &str =
+    "MatMul/Gemm with fewer than 4096 weights and no quantized neighbour: its integer kernel cannot repay the Q/DQ it needs";
 
 const OUTPUT_CONV_REASON: &str =
     "writes a graph output (through element-wise ops at most): its range is the prediction itself, and graph outputs stay FP32";
@@ -617,5 +698,106 @@ mod tests {
             .collect();
         assert_eq!(add.len(), 1, "{:?}", plan.float_nodes);
         assert!(add[0].reason.contains("outlier-dominated"), "{add:?}");
+    }
+
+    /// A MobileNetV3 block: `HardSwish → depthwise Conv → HardSwish`, then a classifier head
+    /// `MaxPool → GlobalAveragePool → Reshape → MatMul` on another HardSwish.
+    fn hardswish_block(kernel: i64, head_columns: i64) -> (GraphProto, HashMap<String, i32>) {
+        let mut depthwise = node("Conv", &["a", "dw_w", "dw_b"], "dw");
+        depthwise.attribute.push(attr::make_int("group", 8));
+        let k = kernel as usize;
+        let graph = GraphProto {
+            node: vec![
+                node("HardSwish", &["x"], "a"),
+                depthwise,
+                node("HardSwish", &["dw"], "h"),
+                node("MaxPool", &["h"], "mp"),
+                node("GlobalAveragePool", &["mp"], "gap"),
+                node("Reshape", &["gap", "shape"], "flat"),
+                node("MatMul", &["flat", "fc_w"], "logits"),
+            ],
+            initializer: vec![
+                tensor::from_f32("dw_w", &[8, 1, kernel, kernel], &vec![0.1; 8 * k * k]),
+                tensor::from_f32("dw_b", &[8], &[0.0; 8]),
+                tensor::from_i64("shape", &[2], &[1, 8]),
+                tensor::from_f32(
+                    "fc_w",
+                    &[8, head_columns],
+                    &vec![0.1; 8 * head_columns as usize],
+                ),
+            ],
+            output: vec![ValueInfoProto {
+                name: Some("logits".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let types = ["x", "a", "dw", "h", "mp", "gap", "flat", "logits"]
+            .iter()
+            .map(|t| (t.to_string(), dtype::FLOAT))
+            .collect();
+        (graph, types)
+    }
+
+    fn reason_of<'a>(plan: &'a Plan, name: &str) -> Option<&'a str> {
+        plan.float_nodes
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.reason.as_str())
+    }
+
+    #[test]
+    fn isolated_large_depthwise_convs_and_tiny_heads_stay_fp32() {
+        let (graph, types) = hardswish_block(5, 2);
+        let plan = plan(&graph, &types, &PlanOptions::default());
+        assert!(
+            plan.quantized_nodes.is_empty(),
+            "{:?}",
+            plan.quantized_nodes
+        );
+        assert!(plan.tensors.is_empty(), "{:?}", plan.tensors);
+        assert!(plan.weights.is_empty());
+        let dw = reason_of(&plan, "Conv").expect("depthwise reported");
+        assert!(dw.contains("depthwise"), "{dw}");
+        let fc = reason_of(&plan, "MatMul").expect("head reported");
+        assert!(fc.contains("4096 weights"), "{fc}");
+        // The pooling that only fed the head goes with it.
+        let pool = reason_of(&plan, "MaxPool").expect("MaxPool reported");
+        assert!(pool.contains("no quantized reader"), "{pool}");
+    }
+
+    #[test]
+    fn a_3x3_depthwise_conv_and_a_large_head_stay_quantized() {
+        let (graph, types) = hardswish_block(3, TINY_WEIGHTS / 8);
+        let plan = plan(&graph, &types, &PlanOptions::default());
+        // Conv, MaxPool, GlobalAveragePool, Reshape, MatMul.
+        assert_eq!(
+            plan.quantized_nodes,
+            [1, 3, 4, 5, 6],
+            "{:?}",
+            plan.float_nodes
+        );
+        assert_eq!(plan.weights.len(), 2);
+    }
+
+    #[test]
+    fn a_large_depthwise_conv_with_a_quantized_neighbour_stays_quantized() {
+        // The float HardSwish before (slot 0) or after (slot 2) the depthwise Conv becomes a
+        // quantized pointwise Conv.
+        for (slot, input, output) in [(0, "x", "a"), (2, "dw", "h")] {
+            let (mut graph, types) = hardswish_block(5, 2);
+            graph.node[slot] = node("Conv", &[input, "pw_w"], output);
+            graph.node[slot].name = Some("pointwise".into());
+            graph
+                .initializer
+                .push(tensor::from_f32("pw_w", &[8, 8, 1, 1], &[0.1; 64]));
+            let plan = plan(&graph, &types, &PlanOptions::default());
+            assert!(
+                plan.quantized_nodes.contains(&1),
+                "neighbour in slot {slot}: {:?}",
+                plan.float_nodes
+            );
+            assert_eq!(reason_of(&plan, "Conv"), None);
+        }
     }
 }
