@@ -231,8 +231,8 @@ fn close(a: f32, b: f32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{float_value, node};
-    use crate::onnx::{attr, OperatorSetIdProto};
+    use crate::normalize::test_graph::{self, node};
+    use crate::onnx::attr;
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
@@ -243,24 +243,11 @@ mod tests {
             ("sixth", 1.0 / 6.0),
             ("two", 2.0),
         ];
-        ModelProto {
-            ir_version: Some(7),
-            opset_import: vec![OperatorSetIdProto {
-                domain: None,
-                version: Some(13),
-            }],
-            graph: Some(GraphProto {
-                node: nodes,
-                input: vec![float_value("x")],
-                output: outputs.iter().map(|o| float_value(o)).collect(),
-                initializer: scalars
-                    .iter()
-                    .map(|(n, v)| tensor::from_f32(n, &[], &[*v]))
-                    .collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        let initializer = scalars
+            .iter()
+            .map(|(n, v)| tensor::from_f32(n, &[], &[*v]))
+            .collect();
+        test_graph::model(nodes, outputs, initializer)
     }
 
     fn ops(m: &ModelProto) -> Vec<(String, Vec<String>, Vec<String>)> {

@@ -98,24 +98,10 @@ pub fn is_fused_silu(node: &NodeProto) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{float_value, node};
-    use crate::onnx::GraphProto;
+    use crate::normalize::test_graph::{self, node};
 
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
-        ModelProto {
-            ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto {
-                domain: None,
-                version: Some(13),
-            }],
-            graph: Some(GraphProto {
-                node: nodes,
-                input: vec![float_value("x")],
-                output: outputs.iter().map(|o| float_value(o)).collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        test_graph::model(nodes, outputs, vec![])
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Small graph builders shared by the normalization passes' unit tests.
 
-use crate::onnx::{dtype, make_node, type_proto, NodeProto, TypeProto, ValueInfoProto};
+use crate::onnx::{
+    dtype, make_node, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    TensorProto, TypeProto, ValueInfoProto,
+};
 
 /// A default-domain node named `<op>_<output>` with one output.
 pub fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
@@ -22,6 +25,26 @@ pub fn float_value(name: &str) -> ValueInfoProto {
                 elem_type: Some(dtype::FLOAT),
                 shape: None,
             })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// An opset-13 model of `nodes` over the float input `x`, with float `outputs` and constant
+/// `initializer`s.
+pub fn model(nodes: Vec<NodeProto>, outputs: &[&str], initializer: Vec<TensorProto>) -> ModelProto {
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto {
+            domain: None,
+            version: Some(13),
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            input: vec![float_value("x")],
+            output: outputs.iter().map(|o| float_value(o)).collect(),
+            initializer,
             ..Default::default()
         }),
         ..Default::default()

@@ -620,6 +620,14 @@ mod tests {
         make_node(op, op.into(), strings(inputs), vec![output.into()], vec![])
     }
 
+    /// Element types for `names`, all float.
+    fn float_types(names: &[&str]) -> HashMap<String, i32> {
+        names
+            .iter()
+            .map(|t| (t.to_string(), dtype::FLOAT))
+            .collect()
+    }
+
     /// SqueezeNet's head: `Conv → Relu → GlobalAveragePool → Softmax → output`.
     #[test]
     fn a_pooling_read_only_by_float_ops_stays_fp32() {
@@ -640,10 +648,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let types = ["x", "w", "b", "conv", "relu", "pool", "prob"]
-            .iter()
-            .map(|t| (t.to_string(), dtype::FLOAT))
-            .collect();
+        let types = float_types(&["x", "w", "b", "conv", "relu", "pool", "prob"]);
         let plan = plan(&graph, &types, &PlanOptions::default());
 
         assert_eq!(plan.quantized_nodes, [0], "only the Conv runs quantized");
@@ -683,10 +688,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let types = ["x", "w", "b", "conv", "sum", "out"]
-            .iter()
-            .map(|t| (t.to_string(), dtype::FLOAT))
-            .collect();
+        let types = float_types(&["x", "w", "b", "conv", "sum", "out"]);
         let options = PlanOptions {
             float_tensors: [("sum".to_string(), 1.5)].into(),
             ..Default::default()
@@ -733,10 +735,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let types = ["x", "a", "dw", "h", "mp", "gap", "flat", "logits"]
-            .iter()
-            .map(|t| (t.to_string(), dtype::FLOAT))
-            .collect();
+        let types = float_types(&["x", "a", "dw", "h", "mp", "gap", "flat", "logits"]);
         (graph, types)
     }
 
