@@ -240,9 +240,11 @@ pub fn quantize_decoded(
             (!initializers.contains_key(node.input[0].as_str())).then_some((node, *weight))
         })
         .collect();
-    let means: Vec<(String, ChannelAxis)> = weighted
+    // Channel moments: means for bias correction, spreads for depthwise inputs (see
+    // `channel_spread`).
+    let moments: Vec<(String, ChannelAxis)> = weighted
         .iter()
-        .filter(|_| options.bias_correction)
+        .filter(|(n, w)| options.bias_correction || plan::is_depthwise(n, &w.dims))
         .map(|(n, _)| {
             let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
                 ChannelAxis::Second
@@ -267,7 +269,7 @@ pub fn quantize_decoded(
     let observations = calibrate::session::observe(
         calibration_model,
         &observed,
-        &means,
+        &moments,
         &grams,
         &input_names,
         calibration_samples,
@@ -275,9 +277,14 @@ pub fn quantize_decoded(
     )?;
     drop(runnable);
     let channel_means: HashMap<String, Vec<f64>> = observations
-        .channel_means
+        .channel_moments
         .iter()
         .map(|(t, m)| (t.clone(), m.means()))
+        .collect();
+    let channel_spreads: HashMap<String, Vec<f64>> = observations
+        .channel_moments
+        .iter()
+        .map(|(t, m)| (t.clone(), m.std_devs()))
         .collect();
     let ranges: HashMap<String, Range> = observations
         .histograms
@@ -290,14 +297,27 @@ pub fn quantize_decoded(
     // Tensors whose calibrated range is set by rare outliers stay FP32 (see
     // `range::bulk_steps`); measured: 3.0 steps for MiniLM's layer-0 FFN output, against
     // 22 or more for every other tensor of the shared and fetched models.
-    let outlier_dominated: HashMap<String, f64> = ranges
+    let mut float_tensors: HashMap<String, String> = ranges
         .iter()
         .filter_map(|(name, r)| {
             let steps =
                 calibrate::range::bulk_steps(&observations.histograms[name], (r.min, r.max))?;
-            (steps < MIN_BULK_STEPS).then(|| (name.clone(), steps))
+            (steps < MIN_BULK_STEPS).then(|| {
+                let reason = format!(
+                    "`{name}` is outlier-dominated: 99% of its values span {steps:.1} uint8 steps"
+                );
+                (name.clone(), reason)
+            })
         })
         .collect();
+    for (tensor, reason) in crate::quantize::channel_spread::unresolved_depthwise_inputs(
+        graph,
+        &plan.weights,
+        &ranges,
+        &channel_spreads,
+    ) {
+        float_tensors.entry(tensor).or_insert(reason);
+    }
 
     let weight_options = WeightOptions {
         per_channel: options.per_channel,
@@ -312,7 +332,7 @@ pub fn quantize_decoded(
         ranges: &ranges,
         channel_means: &channel_means,
         patch_grams: &observations.patch_grams,
-        outlier_dominated: &outlier_dominated,
+        float_tensors: &float_tensors,
         keep_float_reasons: &keep_float_reasons,
         weight_options,
     };
@@ -433,7 +453,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         ranges: &ranges,
         channel_means: &HashMap::new(),
         patch_grams: &HashMap::new(),
-        outlier_dominated: &HashMap::new(),
+        float_tensors: &HashMap::new(),
         keep_float_reasons: &HashMap::new(),
         weight_options: WeightOptions {
             per_channel: true,
@@ -471,7 +491,7 @@ struct Calibrated<'a> {
     ranges: &'a HashMap<String, Range>,
     channel_means: &'a HashMap<String, Vec<f64>>,
     patch_grams: &'a HashMap<String, PatchGram>,
-    outlier_dominated: &'a HashMap<String, f64>,
+    float_tensors: &'a HashMap<String, String>,
     keep_float_reasons: &'a HashMap<String, String>,
     weight_options: WeightOptions,
 }
@@ -487,7 +507,7 @@ impl Calibrated<'_> {
             &PlanOptions {
                 keep_float: keep_float.clone(),
                 keep_float_reasons: self.keep_float_reasons.clone(),
-                float_tensors: self.outlier_dominated.clone(),
+                float_tensors: self.float_tensors.clone(),
             },
         );
         let act = rewrite::activation_params(&plan, graph, self.ranges);

@@ -453,24 +453,39 @@ fn yolox() -> Option<(Vec<u8>, Quantized, Vec<Vec<SampleValue>>)> {
 }
 
 #[test]
-fn yolox_every_conv_fuses_and_the_output_stays_fp32() {
+fn yolox_keeps_its_stem_fp32_every_other_conv_fuses_and_the_output_stays_fp32() {
     let Some((fp32, q, _)) = yolox() else { return };
     let convs = model_op_types(Path::new("yolox"), &fp32)
         .iter()
         .filter(|o| *o == "Conv")
         .count();
+    // The stem Conv and the depthwise Conv reading it stay FP32: a quarter of the stem's
+    // channels vary by less than one uint8 step of the tensor between them.
+    let float_convs: Vec<(&str, &str)> = q
+        .report
+        .nodes_fp32
+        .iter()
+        .filter(|n| n.op_type == "Conv")
+        .map(|n| (n.name.as_str(), n.reason.as_str()))
+        .collect();
     assert_eq!(
-        q.report.ops_quantized.get("Conv"),
-        Some(&convs),
-        "{:?}",
-        q.report.nodes_fp32
+        float_convs.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        ["Conv_41", "Conv_44"],
+        "{float_convs:?}"
     );
+    assert!(
+        float_convs
+            .iter()
+            .all(|(_, r)| r.contains("feeds depthwise Conv `Conv_44`")),
+        "{float_convs:?}"
+    );
+    assert_eq!(q.report.ops_quantized.get("Conv"), Some(&(convs - 2)));
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let optimized = tmp.path().join("optimized.onnx");
     session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
     let ops = op_types(&optimized);
-    assert_eq!(conv_counts(&ops), (convs, 0), "ops: {ops:?}");
+    assert_eq!(conv_counts(&ops), (convs - 2, 2), "ops: {ops:?}");
 
     // Each SiLU runs as one QuickGelu between a DequantizeLinear and a QuantizeLinear, not as
     // QLinearSigmoid + QLinearMul; the decode head's plain Sigmoids stay.
@@ -492,12 +507,12 @@ fn yolox_every_conv_fuses_and_the_output_stays_fp32() {
 }
 
 #[test]
-#[ignore = "target not reached: mean output cosine 0.926 on 20 COCO photographs with real calibration (ORT quantizer in the bench: 0.901)"]
 fn yolox_output_stays_close() {
     let Some((fp32, q, eval)) = yolox() else {
         return;
     };
     let cos = mean_cosine(&fp32, &q.bytes, &["images".into()], &eval, 0);
+    eprintln!("YOLOX-Nano output cosine {cos:.4}");
     assert!(cos >= 0.98, "YOLOX-Nano output cosine {cos:.4}");
 }
 

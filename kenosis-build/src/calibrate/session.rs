@@ -10,7 +10,7 @@ use prost::Message;
 
 use super::data::SampleValue;
 use super::gram::{ConvGeometry, PatchGram, COLUMNS_PER_CONV};
-use super::stats::{ChannelAxis, ChannelMean, Histogram};
+use super::stats::{ChannelAxis, ChannelMoments, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
 
@@ -148,8 +148,8 @@ pub fn encode_with_observed_outputs(model: &ModelProto, tensors: &[String]) -> V
 pub struct Observed {
     /// Histogram (with exact min/max) per activation tensor.
     pub histograms: HashMap<String, Histogram>,
-    /// Per-channel means of weighted ops' input tensors, for bias correction.
-    pub channel_means: HashMap<String, ChannelMean>,
+    /// Per-channel moments of the requested tensors (weighted ops' inputs).
+    pub channel_moments: HashMap<String, ChannelMoments>,
     /// Input patch second moments per Conv (keyed by the Conv's first output), for
     /// error-compensating weight rounding.
     pub patch_grams: HashMap<String, PatchGram>,
@@ -168,7 +168,7 @@ pub struct GramRequest {
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
-/// histogram for each of `histograms`, per-channel means for each of `means` and patch second
+/// histogram for each of `histograms`, per-channel moments for each of `moments` and patch second
 /// moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over the
 /// samples).
 ///
@@ -180,7 +180,7 @@ pub struct GramRequest {
 pub fn observe(
     model: &ModelProto,
     histograms: &[String],
-    means: &[(String, ChannelAxis)],
+    moments: &[(String, ChannelAxis)],
     grams: &[GramRequest],
     input_names: &[String],
     samples: &[Vec<SampleValue>],
@@ -188,7 +188,7 @@ pub fn observe(
 ) -> Result<Observed> {
     let mut exposed: Vec<String> = histograms.to_vec();
     exposed.extend(
-        means
+        moments
             .iter()
             .map(|(t, _)| t.clone())
             .filter(|t| !histograms.contains(t)),
@@ -207,9 +207,9 @@ pub fn observe(
             .iter()
             .map(|t| (t.clone(), Histogram::default()))
             .collect(),
-        channel_means: means
+        channel_moments: moments
             .iter()
-            .map(|(t, axis)| (t.clone(), ChannelMean::new(*axis)))
+            .map(|(t, axis)| (t.clone(), ChannelMoments::new(*axis)))
             .collect(),
         patch_grams: grams
             .iter()
@@ -237,13 +237,13 @@ pub fn observe(
             // out not to be float is simply not observed, and so stays unquantized.
             let Ok((shape, values)) = value.try_extract_tensor::<f32>() else {
                 observed.histograms.remove(t);
-                observed.channel_means.remove(t);
+                observed.channel_moments.remove(t);
                 continue;
             };
             if let Some(h) = observed.histograms.get_mut(t) {
                 h.update(values);
             }
-            if let Some(m) = observed.channel_means.get_mut(t) {
+            if let Some(m) = observed.channel_moments.get_mut(t) {
                 m.update(shape, values);
             }
             for g in grams.iter().filter(|g| &g.input == t) {

@@ -136,20 +136,24 @@ pub enum ChannelAxis {
     Last,
 }
 
-/// Running per-channel mean of one tensor (f64 sums), for bias correction.
+/// Running per-channel first and second moments of one tensor (f64 sums): the means
+/// bias correction needs, and the spreads that show whether one per-tensor scale resolves
+/// every channel.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChannelMean {
+pub struct ChannelMoments {
     axis: ChannelAxis,
     sums: Vec<f64>,
+    squares: Vec<f64>,
     counts: Vec<u64>,
 }
 
-impl ChannelMean {
+impl ChannelMoments {
     /// An empty accumulator over `axis`.
     pub fn new(axis: ChannelAxis) -> Self {
         Self {
             axis,
             sums: Vec::new(),
+            squares: Vec::new(),
             counts: Vec::new(),
         }
     }
@@ -171,12 +175,15 @@ impl ChannelMean {
         }
         if self.sums.is_empty() {
             self.sums = vec![0.0; channels];
+            self.squares = vec![0.0; channels];
             self.counts = vec![0; channels];
         }
         for (k, &v) in values.iter().enumerate() {
             if v.is_finite() {
                 let c = (k / inner.max(1)) % channels;
-                self.sums[c] += f64::from(v);
+                let v = f64::from(v);
+                self.sums[c] += v;
+                self.squares[c] += v * v;
                 self.counts[c] += 1;
             }
         }
@@ -188,6 +195,22 @@ impl ChannelMean {
             .iter()
             .zip(&self.counts)
             .map(|(&s, &n)| if n == 0 { 0.0 } else { s / n as f64 })
+            .collect()
+    }
+
+    /// Population standard deviation per channel (0 for a channel never seen); empty
+    /// before any update.
+    pub fn std_devs(&self) -> Vec<f64> {
+        self.means()
+            .iter()
+            .zip(self.squares.iter().zip(&self.counts))
+            .map(|(&mean, (&sq, &n))| {
+                if n == 0 {
+                    0.0
+                } else {
+                    (sq / n as f64 - mean * mean).max(0.0).sqrt()
+                }
+            })
             .collect()
     }
 }
@@ -212,15 +235,17 @@ mod tests {
     }
 
     #[test]
-    fn channel_means_follow_the_layout() {
+    fn channel_moments_follow_the_layout() {
         // [N=1, C=2, H=1, W=2]
-        let mut m = ChannelMean::new(ChannelAxis::Second);
+        let mut m = ChannelMoments::new(ChannelAxis::Second);
         m.update(&[1, 2, 1, 2], &[1.0, 3.0, -2.0, -4.0]);
         assert_eq!(m.means(), vec![2.0, -3.0]);
+        assert_eq!(m.std_devs(), vec![1.0, 1.0]);
         // [N=2, K=3]
-        let mut m = ChannelMean::new(ChannelAxis::Last);
+        let mut m = ChannelMoments::new(ChannelAxis::Last);
         m.update(&[2, 3], &[1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
         assert_eq!(m.means(), vec![2.0, 3.0, 4.0]);
+        assert_eq!(m.std_devs(), vec![1.0, 1.0, 1.0]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod hardswish;
 mod opset;
 pub mod silu;
 #[cfg(test)]
-mod test_graph;
+pub(crate) mod test_graph;
 
 use std::collections::HashSet;
 

@@ -170,10 +170,10 @@ pub struct PlanOptions {
     pub keep_float: HashSet<String>,
     /// Why a node of `keep_float` is kept, where it is not the user's request (default).
     pub keep_float_reasons: HashMap<String, String>,
-    /// Activation tensors that must not be quantized, with the uint8 steps their bulk
-    /// spans (see [`crate::calibrate::range::bulk_steps`]): nodes reading or writing them
-    /// stay FP32.
-    pub float_tensors: HashMap<String, f64>,
+    /// Activation tensors that must not be quantized, with the reason calibration found
+    /// (outlier-dominated, see [`crate::calibrate::range::bulk_steps`]; or unresolved
+    /// channels, see [`super::channel_spread`]): nodes reading or writing them stay FP32.
+    pub float_tensors: HashMap<String, String>,
 }
 
 /// Decides placement for `graph` (normalized, topologically sorted).
@@ -253,7 +253,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         (out, None)
     };
 
-    // 2b. Nodes that would quantize an outlier-dominated tensor stay FP32.
+    // 2b. Nodes that would quantize a tensor calibration found unfit stay FP32.
     let mut coarse: Vec<(usize, String)> = rules
         .iter()
         .filter_map(|(&i, &rule)| {
@@ -270,12 +270,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
     coarse.sort_unstable();
     for (i, t) in coarse {
         rules.remove(&i);
-        let steps = options.float_tensors[&t];
-        float(
-            &mut plan,
-            &graph.node[i],
-            &format!("`{t}` is outlier-dominated: 99% of its values span {steps:.1} uint8 steps"),
-        );
+        float(&mut plan, &graph.node[i], &options.float_tensors[&t]);
     }
 
     // 3. A Conv that writes a graph output, directly or through element-wise ops only
@@ -452,9 +447,7 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
         .get(node.input.get(1)?)
         .map(|&k| &graph.initializer[k])?;
     let kernel_area: i64 = weight.dims.iter().skip(2).product();
-    let depthwise = node.op_type() == "Conv"
-        && attr::int(node, "group", 1) > 1
-        && weight.dims.get(1) == Some(&1);
+    let depthwise = is_depthwise(node, &weight.dims);
     let values: i64 = weight.dims.iter().product();
     if depthwise && kernel_area > 9 {
         Some(ISOLATED_DEPTHWISE_REASON)
@@ -463,6 +456,12 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
     } else {
         None
     }
+}
+
+/// Whether `node` is a depthwise Conv: grouped, one input channel per group
+/// (`weight_dims` `[C_out, 1, k...]`).
+pub fn is_depthwise(node: &NodeProto, weight_dims: &[i64]) -> bool {
+    node.op_type() == "Conv" && attr::int(node, "group", 1) > 1 && weight_dims.get(1) == Some(&1)
 }
 
 /// Weight count below which a MatMul/Gemm with no quantized neighbour stays FP32.
@@ -671,7 +670,7 @@ mod tests {
 
     /// A residual Add whose output is outlier-dominated (MiniLM's layer-0 feed-forward).
     #[test]
-    fn an_outlier_dominated_add_is_reported_once_with_its_reason() {
+    fn a_tensor_calibration_rejects_keeps_its_add_fp32_once_with_the_reason() {
         let graph = GraphProto {
             node: vec![
                 node("Conv", &["x", "w", "b"], "conv"),
@@ -690,7 +689,7 @@ mod tests {
         };
         let types = float_types(&["x", "w", "b", "conv", "sum", "out"]);
         let options = PlanOptions {
-            float_tensors: [("sum".to_string(), 1.5)].into(),
+            float_tensors: [("sum".to_string(), "`sum` is outlier-dominated".to_string())].into(),
             ..Default::default()
         };
         let plan = plan(&graph, &types, &options);
@@ -700,7 +699,7 @@ mod tests {
             .filter(|f| f.name == "Add")
             .collect();
         assert_eq!(add.len(), 1, "{:?}", plan.float_nodes);
-        assert!(add[0].reason.contains("outlier-dominated"), "{add:?}");
+        assert_eq!(add[0].reason, "`sum` is outlier-dominated");
     }
 
     /// A MobileNetV3 block: `HardSwish → depthwise Conv → HardSwish`, then a classifier head
