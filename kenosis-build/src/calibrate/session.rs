@@ -168,9 +168,9 @@ pub struct GramRequest {
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
-/// histogram for each of `histograms`, per-channel moments for each of `moments` and patch second
-/// moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over the
-/// samples).
+/// histogram for each of `histograms`, per-channel moments for each of `moments` and patch
+/// second moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over
+/// the samples).
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run.

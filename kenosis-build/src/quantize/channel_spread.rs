@@ -5,8 +5,8 @@
 //! needs exactly that. The step is then set by the loudest channels. A dense Conv sums over
 //! all input channels, so a quiet channel's rounding error is one term among many; a
 //! depthwise Conv never mixes channels, so each output channel is only as good as its one
-//! input channel. When many of those vary by less than one step (standard deviation), their information is
-//! gone, and no later layer can recover it.
+//! input channel. When many of those vary by less than one step (standard deviation), their
+//! information is gone, and no later layer can recover it.
 //!
 //! Measured on YOLOX-Nano (calibration on 100 COCO photographs): its stem Conv writes 16
 //! channels whose standard deviations run from 0.1 to 6.1 (pre-SiLU range [-81, 89]), and 5
@@ -14,8 +14,8 @@
 //! (0.12-0.50 steps; the next is at 1.2). Output cosine with FP32 on 20 other photographs:
 //! 0.922 with both Convs quantized, 0.980 with both in FP32 (0.674 and 0.937 with synthetic
 //! calibration data), for 1-2% more latency (7.32-7.41 ms against 7.22-7.27 ms; FP32
-//! 7.75 ms). With real calibration data, every other
-//! depthwise input of the shared and fetched models has at most 12% such channels.
+//! 7.75 ms). With real calibration data, every other depthwise input of the shared and
+//! fetched models has at most 12% such channels.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,8 +38,8 @@ pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 ///
 /// Only the stem qualifies: no weighted op may run before that chain. There the FP32 ops
 /// read the float model input, so they need no extra DequantizeLinear, and measured on
-/// YOLOX-Nano they cost 1-2% of its latency. Deeper in a network an FP32 island costs Q/DQ and
-/// layout changes (4.6% of EfficientNet-Lite0's latency for its last block, which
+/// YOLOX-Nano they cost 1-2% of its latency. Deeper in a network an FP32 island costs Q/DQ
+/// and layout changes (4.6% of EfficientNet-Lite0's latency for its last block, which
 /// synthetic calibration data would have flagged) for no measured gain.
 pub fn unresolved_depthwise_inputs(
     graph: &GraphProto,
@@ -79,7 +79,9 @@ pub fn unresolved_depthwise_inputs(
         let mut chain = vec![input.clone()];
         while let Some(&p) = index.producer.get(chain.last().expect("non-empty")) {
             let producer = &graph.node[p];
-            let upstream = &producer.input[0];
+            let Some(upstream) = producer.input.first() else {
+                break;
+            };
             if !is_pointwise(producer.op_type()) || index.consumers_of(upstream).len() != 1 {
                 break;
             }
