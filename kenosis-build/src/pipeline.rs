@@ -312,7 +312,7 @@ pub fn quantize_decoded(
         .collect();
     for (tensor, reason) in crate::quantize::channel_spread::unresolved_depthwise_inputs(
         graph,
-        &plan.weights,
+        &weighted,
         &ranges,
         &channel_spreads,
     ) {

@@ -20,16 +20,17 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::graph::GraphIndex;
-use crate::onnx::GraphProto;
+use crate::onnx::{GraphProto, NodeProto, TensorProto};
 
-use super::plan::{self, WeightPlan};
+use super::plan;
 use super::rewrite::Range;
 
 /// Fraction of a depthwise Conv's input channels that may vary by less than one uint8 step
 /// before the input stays FP32.
 pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 
-/// Activation tensors read by a depthwise Conv in `weights` that must stay FP32, each with
+/// Activation tensors read by a depthwise Conv of `weighted` (weighted ops with their
+/// weight initializer) that must stay FP32, each with
 /// the reason for the report: those with more than [`MAX_UNRESOLVED_FRACTION`] of their
 /// non-constant channels below one uint8 step of their calibrated `ranges`, as measured
 /// by `spreads` (population standard deviation per channel, axis 1). The pointwise
@@ -43,26 +44,17 @@ pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 /// synthetic calibration data would have flagged) for no measured gain.
 pub fn unresolved_depthwise_inputs(
     graph: &GraphProto,
-    weights: &[WeightPlan],
+    weighted: &[(&NodeProto, &TensorProto)],
     ranges: &HashMap<String, Range>,
     spreads: &HashMap<String, Vec<f64>>,
 ) -> HashMap<String, String> {
     let index = GraphIndex::new(graph);
     let mut float = HashMap::new();
-    for w in weights {
-        let node = &graph.node[w.node];
-        let Some(weight) = node
-            .input
-            .get(w.weight_slot)
-            .and_then(|t| index.initializer.get(t))
-            .map(|&k| &graph.initializer[k])
-        else {
-            continue;
-        };
-        let input = &node.input[0];
+    for &(node, weight) in weighted {
         if !plan::is_depthwise(node, &weight.dims) {
             continue;
         }
+        let input = &node.input[0];
         let (Some(range), Some(stds)) = (ranges.get(input), spreads.get(input)) else {
             continue;
         };
@@ -149,7 +141,7 @@ mod tests {
 
     /// `x → Slice → Conv (stem) → QuickGelu → Conv (depthwise, 4 channels) → y`, with the
     /// Slice replaced by a Conv when `deep`.
-    fn stem(deep: bool) -> (GraphProto, Vec<WeightPlan>) {
+    fn stem(deep: bool) -> GraphProto {
         let first = if deep {
             node("Conv", &["x", "stem_w"], "xs")
         } else {
@@ -159,28 +151,24 @@ mod tests {
         silu.domain = Some("com.microsoft".into());
         let mut dw = node("Conv", &["act", "dw_w"], "y");
         dw.attribute.push(attr::make_int("group", 4));
-        let graph = GraphProto {
+        GraphProto {
             node: vec![first, node("Conv", &["xs", "stem_w"], "pre"), silu, dw],
             initializer: vec![
                 tensor::from_f32("stem_w", &[4, 3, 3, 3], &[0.1; 108]),
                 tensor::from_f32("dw_w", &[4, 1, 3, 3], &[0.1; 36]),
             ],
             ..Default::default()
-        };
-        let weights = [1, 3]
-            .map(|node| WeightPlan {
-                node,
-                weight_slot: 1,
-                bias_slot: None,
-                channel_axis: 0,
-            })
-            .to_vec();
-        (graph, weights)
+        }
     }
 
     /// `act` quantized with a step of 0.1.
     fn unresolved_in(deep: bool, stds: &[f64]) -> HashMap<String, String> {
-        let (graph, weights) = stem(deep);
+        let graph = stem(deep);
+        let g = &graph;
+        let weighted = [
+            (&g.node[1], &g.initializer[0]),
+            (&g.node[3], &g.initializer[1]),
+        ];
         let ranges = [(
             "act".to_string(),
             Range {
@@ -190,7 +178,7 @@ mod tests {
         )]
         .into();
         let spreads = [("act".to_string(), stds.to_vec())].into();
-        unresolved_depthwise_inputs(&graph, &weights, &ranges, &spreads)
+        unresolved_depthwise_inputs(&graph, &weighted, &ranges, &spreads)
     }
 
     fn unresolved(stds: &[f64]) -> HashMap<String, String> {
