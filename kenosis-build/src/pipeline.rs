@@ -188,12 +188,25 @@ pub fn quantize_decoded(
         .then(|| calibrate::runnable::runnable_part(&model, &uncalibratable));
     let calibration_model = runnable.as_ref().unwrap_or(&model);
 
+    let mut synthetic_image_ranges = BTreeMap::new();
     let data = match calibration {
         Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, &specs)?,
         Calibration::Data(d) => d.clone(),
         Calibration::Synthetic => {
             let dims = calibrate::shapes::resolve(calibration_model, &specs, path)?;
-            calibrate::data::synthetic_with_dims(&specs, &dims, options.synthetic_samples, path)?
+            let ranges = calibrate::image_range::infer(calibration_model, &specs, &dims, path)?;
+            for ((spec, dims), range) in specs.iter().zip(&dims).zip(&ranges) {
+                if calibrate::data::synthesizes_image(spec, dims) {
+                    synthetic_image_ranges.insert(spec.name.clone(), range.label().to_owned());
+                }
+            }
+            calibrate::data::synthetic_with_dims(
+                &specs,
+                &dims,
+                &ranges,
+                options.synthetic_samples,
+                path,
+            )?
         }
     };
     if data.samples.is_empty() {
@@ -403,6 +416,7 @@ pub fn quantize_decoded(
         calibration_method: options.method.canonical(),
         calibration_samples: calibration_samples.len(),
         calibration_synthetic: data.synthetic,
+        synthetic_image_ranges,
         fidelity: fidelity_report,
         options: format!("{options:?}"),
         size_fp32,

@@ -37,6 +37,10 @@ pub struct Report {
     pub calibration_samples: usize,
     /// True when no calibration data was given and synthetic inputs were used.
     pub calibration_synthetic: bool,
+    /// Value range of each synthetic image input (`"[-1, 1]"` or `"[0, 255]"`, see
+    /// [`crate::calibrate::image_range`]); empty with real calibration data.
+    #[serde(default)]
+    pub synthetic_image_ranges: BTreeMap<String, String>,
     /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did;
     /// `None` when the model holds an op ONNX Runtime cannot run (see
     /// [`crate::calibrate::runnable`]).
@@ -114,8 +118,13 @@ impl Report {
         } else {
             custom
         };
+        let image_ranges: String = self
+            .synthetic_image_ranges
+            .iter()
+            .map(|(input, range)| format!("input `{input}` in {range}; "))
+            .collect();
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({}){fidelity}; {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

@@ -109,6 +109,8 @@ fn ppocr(name: &str, h: u32, w: u32) -> Option<f64> {
     let shared = shared_dir()?;
     let path = fetched(name)?;
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    // PaddleOCR normalizes to [-1, 1]; the stem Convs say so (see `image_range`).
+    assert_eq!(q.report.synthetic_image_ranges["x"], "[-1, 1]", "{name}");
     let files = coco_files(&shared);
     let eval = image_samples(
         files[files.len() - 20..]
@@ -434,21 +436,19 @@ fn silero_vad_runs_and_matches_with_control_flow_left_fp32() {
     assert!(cos >= 0.98, "Silero VAD speech probability cosine {cos:.4}");
 }
 
-/// YOLOX-Nano on COCO photographs (BGR 0-255, 416x416): calibration on 20, evaluation on 20.
+/// YOLOX-Nano with synthetic calibration, evaluated on 20 COCO photographs (BGR 0-255,
+/// 416x416).
 fn yolox() -> Option<(Vec<u8>, Quantized, Vec<Vec<SampleValue>>)> {
     let shared = shared_dir()?;
     let path = shared.join("models/yolox_nano.onnx");
     let files = coco_files(&shared);
-    let load = |fs: &[PathBuf]| -> Vec<Array4<f32>> {
-        fs.iter().map(|f| photo(f, 416, 416, true, |v| v)).collect()
-    };
-    let calib = CalibrationData {
-        samples: image_samples(load(&files[..20])),
-        files: Vec::new(),
-        synthetic: false,
-    };
-    let (fp32, q) = quantize_with(&path, Calibration::Data(calib));
-    let eval = image_samples(load(&files[files.len() - 20..]));
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let eval = image_samples(
+        files[files.len() - 20..]
+            .iter()
+            .map(|f| photo(f, 416, 416, true, |v| v))
+            .collect(),
+    );
     Some((fp32, q, eval))
 }
 
@@ -511,6 +511,8 @@ fn yolox_output_stays_close() {
     let Some((fp32, q, eval)) = yolox() else {
         return;
     };
+    // YOLOX reads raw pixels; calibrating on [-1, 1] fields gave cosine 0.937.
+    assert_eq!(q.report.synthetic_image_ranges["images"], "[0, 255]");
     let cos = mean_cosine(&fp32, &q.bytes, &["images".into()], &eval, 0);
     eprintln!("YOLOX-Nano output cosine {cos:.4}");
     assert!(cos >= 0.98, "YOLOX-Nano output cosine {cos:.4}");

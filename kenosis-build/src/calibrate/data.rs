@@ -7,6 +7,7 @@ use ndarray_npy::ReadNpyExt;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 
+use super::image_range::ImageRange;
 use crate::error::{Error, Result};
 use crate::onnx::{dtype, GraphProto};
 
@@ -209,17 +210,25 @@ fn is_image(dims: &[usize]) -> bool {
     matches!(dims, [_, 3, h, w] if *h >= 32 && *w >= 32)
 }
 
-/// A batch of image-like samples `[N, 3, H, W]` in `[-1, 1]`: a sum of bilinearly upsampled
+/// Whether synthetic samples of input `spec` with concrete `dims` are image-like fields
+/// (float `[N, 3, H, W]`, H and W >= 32) rather than noise or token data.
+pub fn synthesizes_image(spec: &InputSpec, dims: &[usize]) -> bool {
+    spec.elem_type == dtype::FLOAT && is_image(dims)
+}
+
+/// A batch of image-like samples `[N, 3, H, W]` in `range`: a sum of bilinearly upsampled
 /// Gaussian noise fields over octaves (1/32 of the size down to single pixels), amplitude
 /// growing with the octave's size, mostly shared across channels (luminance), scaled to
-/// standard deviation 0.5.
+/// standard deviation 0.5 in `[-1, 1]` and mapped linearly onto `range`.
 ///
 /// Natural images have a roughly 1/f amplitude spectrum (Field 1987, "Relations between the
 /// statistics of natural images..."), so a network's activations on such fields are much
 /// closer to those on photographs than on white noise. Measured on PP-OCR's direction
 /// classifier, evaluated on 20 photographs: cosine 0.963 when calibrated on these fields,
 /// 0.861 on standard-normal noise, 0.996 on photographs.
-fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
+fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray::Array4<f32> {
+    let (low, high) = range.bounds();
+    let (middle, half_width) = ((low + high) * 0.5, (high - low) * 0.5);
     let (n, c, h, w) = (dims[0], dims[1], dims[2], dims[3]);
     // c == 3 (see `is_image`); the channels share the luminance field.
     let mut out = ndarray::Array4::<f32>::zeros((n, c, h, w));
@@ -248,14 +257,18 @@ fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
         let std = (image.mapv(|v| (v - mean) * (v - mean)).sum() / len)
             .sqrt()
             .max(1e-6);
-        image.mapv_inplace(|v| ((v - mean) / std * 0.5).clamp(-1.0, 1.0));
+        image.mapv_inplace(|v| {
+            let unit = ((v - mean) / std * 0.5).clamp(-1.0, 1.0);
+            middle + unit * half_width
+        });
     }
     out
 }
 
 /// `count` deterministic synthetic samples with the given concrete `dims` per input (see
 /// [`super::shapes::resolve`]): image-like fields for photograph-sized `[N, 3, H, W]` float
-/// inputs (see `is_image`, `image_like`), standard-normal values for other floats; for int64 inputs plausible token
+/// inputs (see `is_image`, `image_like`) in `image_ranges[i]` for input `i` (see
+/// [`super::image_range::infer`]), standard-normal values for other floats; for int64 inputs plausible token
 /// data (ids in [1000, 3000), masks of ones, token types of zeros) or, for a scalar sample
 /// rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
 /// activations; real samples calibrate far better.
@@ -266,6 +279,7 @@ fn image_like(dims: &[usize], rng: &mut impl Rng) -> ndarray::Array4<f32> {
 pub fn synthetic_with_dims(
     inputs: &[InputSpec],
     dims: &[Vec<usize>],
+    image_ranges: &[ImageRange],
     count: usize,
     model_path: &Path,
 ) -> Result<CalibrationData> {
@@ -288,12 +302,12 @@ pub fn synthetic_with_dims(
     }
     for _ in 0..count {
         let mut sample = Vec::new();
-        for (spec, dims) in inputs.iter().zip(dims) {
+        for ((spec, dims), range) in inputs.iter().zip(dims).zip(image_ranges) {
             let shape = IxDyn(dims);
             let name = spec.name.to_ascii_lowercase();
             sample.push(match spec.elem_type {
-                dtype::FLOAT if is_image(dims) => {
-                    SampleValue::F32(image_like(dims, &mut rng).into_dyn())
+                _ if synthesizes_image(spec, dims) => {
+                    SampleValue::F32(image_like(dims, *range, &mut rng).into_dyn())
                 }
                 dtype::FLOAT => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
                     rng.sample(StandardNormal)

@@ -3,6 +3,7 @@
 
 pub mod data;
 pub mod gram;
+pub mod image_range;
 pub mod range;
 pub mod runnable;
 pub mod session;

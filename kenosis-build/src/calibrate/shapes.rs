@@ -14,6 +14,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 
 use super::data::{synthetic_with_dims, InputSpec};
+use super::image_range::ImageRange;
 use super::session;
 use crate::error::{Error, Result};
 use crate::onnx::ModelProto;
@@ -187,12 +188,14 @@ pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<V
     )?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut first_error: Option<Error> = None;
+    let unit = vec![ImageRange::Unit; specs.len()];
     for choice in assignments(&symbolic.choices())
         .into_iter()
         .take(MAX_PROBES)
     {
         let dims = symbolic.concrete(&choice);
-        let data = match synthetic_with_dims(specs, &dims, 1, path) {
+        // The probe only needs the shapes to run; the value range does not matter.
+        let data = match synthetic_with_dims(specs, &dims, &unit, 1, path) {
             Ok(data) => data,
             Err(e) => {
                 first_error.get_or_insert(e);

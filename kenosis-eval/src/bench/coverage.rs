@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use kenosis_build::calibrate::data::{input_specs, synthetic_with_dims};
+use kenosis_build::calibrate::image_range::ImageRange;
 use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::shapes;
 use kenosis_build::pipeline::decode;
@@ -91,7 +92,9 @@ fn measure_one(
     let model = decode(path, &fp32).map_err(|e| e.to_string())?;
     let specs = input_specs(model.graph.as_ref().expect("decoded"));
     let dims = shapes::resolve(&model, &specs, path).map_err(|e| e.to_string())?;
-    let sample = synthetic_with_dims(&specs, &dims, 1, path)
+    // Unit-range images: INT8 kernels take the same time whatever the values.
+    let ranges = vec![ImageRange::Unit; specs.len()];
+    let sample = synthetic_with_dims(&specs, &dims, &ranges, 1, path)
         .map_err(|e| e.to_string())?
         .samples
         .remove(0);
