@@ -99,10 +99,7 @@ fn run() -> Result<()> {
     println!("image: {image_name}\n");
     let int8_top = top_k(&int8_probs, TOP_K);
     let fp32_top = top_k(&fp32_probs, TOP_K);
-    println!(
-        "     {:<36}  {}",
-        "INT8 (Kenosis, embedded)", "FP32 (original)"
-    );
+    println!("     {:<36}  FP32 (original)", "INT8 (Kenosis, embedded)");
     for (rank, (&(qi, qp), &(fi, fp))) in int8_top.iter().zip(&fp32_top).enumerate() {
         println!(
             "{:>2}.  {:<28} {:>6.2}%  {:<28} {:>6.2}%",
