@@ -193,7 +193,7 @@ fn time<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<Duration, E> {
 fn median_ms(times: &mut [Duration]) -> f64 {
     times.sort();
     let mid = times.len() / 2;
-    let median = if times.len() % 2 == 0 {
+    let median = if times.len().is_multiple_of(2) {
         (times[mid - 1] + times[mid]) / 2
     } else {
         times[mid]
