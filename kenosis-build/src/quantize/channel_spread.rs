@@ -12,8 +12,8 @@
 //! channels whose standard deviations run from 0.1 to 6.1 (pre-SiLU range [-81, 89]), and 5
 //! of them vary by less than the 0.35 step of the SiLU output the depthwise Conv reads
 //! (0.12-0.50 steps; the next is at 1.2). Output cosine with FP32 on 20 other photographs:
-//! 0.922 with both Convs quantized, 0.980 with both in FP32 (0.674 and 0.937 with synthetic
-//! calibration data), for 1-2% more latency (7.32-7.41 ms against 7.22-7.27 ms; FP32
+//! 0.922 with both Convs quantized, 0.980 with both in FP32 (0.923 and 0.984 with synthetic
+//! calibration data in [0, 255], see [`crate::calibrate::image_range`]), for 1-2% more latency (7.32-7.41 ms against 7.22-7.27 ms; FP32
 //! 7.75 ms). With real calibration data, every other depthwise input of the shared and
 //! fetched models has at most 12% such channels.
 
