@@ -228,12 +228,36 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     assert!(cos >= 0.99, "PP-OCR cls: mean cosine {cos:.4}");
 }
 
+/// PP-OCRv4 det, synthetic calibration, on the last 20 COCO photographs in which the FP32
+/// model finds text (sigmoid map above 0.5 somewhere). On the others the map is ~1e-10
+/// everywhere and its cosine measures nothing: FP32 against FP32 with ONNX Runtime's graph
+/// optimizations off gives 0.008-0.21 on three of the last 20 photographs.
 #[test]
-#[ignore = "target not reached: mean sigmoid-map cosine 0.56 on 20 photographs with synthetic calibration (0.43 before the affine folds and HardSwish fusion; 11 of the 20 show no text, where both maps are ~0; on 82 photographs with text 0.76, 0.80 with 16 photographs as calibration data)"]
+#[ignore = "target not reached: mean sigmoid-map cosine 0.686 on the last 20 photographs with text, synthetic calibration (0.56 over the last 20 photographs, 9 of them without text; of those last 20, the 11 with text: 0.77, and 0.957 with only the 7-bit weights quantized, activations float)"]
 fn ppocr_det_stays_close_with_synthetic_calibration() {
-    let Some(cos) = ppocr("ppocr-v4-det.onnx", 640, 640) else {
+    let (Some(shared), Some(path)) = (shared_dir(), fetched("ppocr-v4-det.onnx")) else {
         return;
     };
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let names = ["x".to_owned()];
+    let mut reference = session(&fp32, GraphOptimizationLevel::All, None);
+    let eval: Vec<Vec<SampleValue>> = coco_files(&shared)
+        .iter()
+        .rev()
+        .map(|f| image_samples(vec![photo(f, 640, 640, false, paddle)]).remove(0))
+        .filter(|s| {
+            run_all(&mut reference, &names, s)[0]
+                .iter()
+                .any(|&p| p > 0.5)
+        })
+        .take(20)
+        .collect();
+    let cos = mean_cosine(&fp32, &q.bytes, &names, &eval, 0);
+    eprintln!(
+        "PP-OCRv4 det: mean cosine {cos:.4} on {} photographs with text; {}",
+        eval.len(),
+        q.report.summary_line()
+    );
     assert!(cos >= 0.98, "PP-OCRv4 det: mean cosine {cos:.4}");
 }
 
