@@ -8,6 +8,22 @@ use ndarray::{Array3, Array4, Axis};
 use ort::session::{builder::GraphOptimizationLevel, Session};
 use ort::value::Tensor;
 
+/// Where `cargo xtask test` fetches the PP-OCR, MiniLM and Silero VAD models
+/// (`../shared/fetch-models.sh`): `$KENOSIS_MODELS` when set and non-empty, else the
+/// workspace's `target/kenosis-models`.
+pub fn fetched_models_dir() -> PathBuf {
+    std::env::var_os("KENOSIS_MODELS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let eval_crate = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let workspace = eval_crate
+                .parent()
+                .expect("kenosis-eval is in the workspace");
+            workspace.join("target/kenosis-models")
+        })
+}
+
 /// `../shared` (or `$KENOSIS_SHARED_DIR`). `None` (test skipped, with a note) when missing,
 /// except under `CI=true`, where a missing folder fails the test instead of hiding it.
 pub fn shared_dir() -> Option<PathBuf> {

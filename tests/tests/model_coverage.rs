@@ -3,7 +3,8 @@
 //! the shared data has them.
 //!
 //! The fetched models (PP-OCR, MiniLM, Silero VAD) come from `../shared/fetch-models.sh`;
-//! `cargo xtask test` runs it into `target/kenosis-models` and sets `KENOSIS_MODELS`.
+//! `cargo xtask test` runs it into `target/kenosis-models` (or `$KENOSIS_MODELS`), where the
+//! tests look for them (`kenosis_eval::fetched_models_dir`).
 //! Without them a test skips with a note, except under `CI=true`, where it fails.
 //!
 //! Targets this code does not reach yet are kept as `#[ignore]`d tests with the measured
@@ -22,10 +23,7 @@ use ort::session::Session;
 
 /// A model fetched by `fetch-models.sh`, or `None` (skip) outside CI.
 fn fetched(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("KENOSIS_MODELS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/kenosis-models")));
-    let path = dir.map(|d| d.join(name)).filter(|p| p.is_file());
+    let path = Some(fetched_models_dir().join(name)).filter(|p| p.is_file());
     if path.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),

@@ -197,9 +197,7 @@ pub fn main() -> Result<(), String> {
         write(&bench, &out)?;
     }
     let mut bench = assemble(&args, &ctx, python, note, &results);
-    let fetched = std::env::var_os("KENOSIS_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/kenosis-models"));
+    let fetched = kenosis_eval::fetched_models_dir();
     if !args.skip_coverage {
         bench.coverage = coverage::measure(&fetched, ctx.warmup, ctx.runs, |m| ctx.log(m));
         write(&bench, &out)?;
