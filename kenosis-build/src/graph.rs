@@ -60,8 +60,8 @@ impl GraphIndex {
 /// `outer` holds names visible from an enclosing graph (for subgraphs of If/Loop/Scan).
 ///
 /// # Errors
-/// A message naming the offending tensor or node when an input is produced by nothing
-/// (dangling), a tensor is written twice, or the nodes form a cycle.
+/// A message naming the offending tensor or node when a node lists no output, an input is
+/// produced by nothing (dangling), a tensor is written twice, or the nodes form a cycle.
 pub fn topological_order(
     graph: &GraphProto,
     outer: &HashSet<String>,
@@ -70,6 +70,13 @@ pub fn topological_order(
     // ONNX graphs are in SSA form; a name written twice would also be counted twice below.
     let mut written: HashMap<&str, usize> = HashMap::new();
     for (i, node) in graph.node.iter().enumerate() {
+        if node.output.is_empty() {
+            return Err(format!(
+                "node `{}` ({}) lists no output; every ONNX operator has at least one",
+                node.name(),
+                node.op_type()
+            ));
+        }
         for out in node.output.iter().filter(|o| !o.is_empty()) {
             if let Some(first) = written.insert(out, i) {
                 return Err(format!(

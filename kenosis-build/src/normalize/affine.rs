@@ -56,7 +56,7 @@ fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, Stri
     for (op_idx, op) in graph.node.iter().enumerate() {
         if !matches!(op.op_type(), "Add" | "Mul")
             || !crate::onnx::is_default_domain(op.domain())
-            || index.outputs.contains(&op.output[0])
+            || op.output.first().is_none_or(|o| index.outputs.contains(o))
         {
             continue;
         }
