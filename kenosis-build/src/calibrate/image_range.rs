@@ -98,7 +98,7 @@ pub fn stem_convs(graph: &GraphProto, index: &GraphIndex, input: &str) -> Vec<St
 
 /// The range to synthesize for each input of `specs` (concrete `dims` as from
 /// [`super::shapes::resolve`]): [`ImageRange::Unit`] for inputs that are not synthesized as
-/// images (see [`synthesizes_image`]) or reach no Conv, otherwise as [`range_for_stem_std`] decides from
+/// images (see [`synthesizes_image`]) or reach no Conv; otherwise [`range_for_stem_std`] of
 /// the median standard deviation over the channels of the input's stem Convs on
 /// [`PROBE_SAMPLES`] unit-scale fields. `model` is the runnable (normalized, BN-folded) model.
 ///
