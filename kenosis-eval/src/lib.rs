@@ -15,13 +15,15 @@ pub fn fetched_models_dir() -> PathBuf {
     std::env::var_os("KENOSIS_MODELS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let eval_crate = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let workspace = eval_crate
-                .parent()
-                .expect("kenosis-eval is in the workspace");
-            workspace.join("target/kenosis-models")
-        })
+        .unwrap_or_else(|| workspace_root().join("target/kenosis-models"))
+}
+
+/// The workspace folder (the parent of this crate's manifest directory).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("kenosis-eval has a parent")
+        .to_path_buf()
 }
 
 /// `../shared` (or `$KENOSIS_SHARED_DIR`). `None` (test skipped, with a note) when missing,
@@ -29,7 +31,7 @@ pub fn fetched_models_dir() -> PathBuf {
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("KENOSIS_SHARED_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"));
+        .unwrap_or_else(|| workspace_root().join("../shared"));
     if dir.join("models").is_dir() {
         return Some(dir);
     }

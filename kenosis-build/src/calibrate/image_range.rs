@@ -17,7 +17,7 @@
 //! SqueezeNet has no BN and does read mean-subtracted pixels, so the rule is a default for
 //! BN-trained networks, not a guarantee: real calibration data avoids the question.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use crate::calibrate::data::{synthesizes_image, synthetic_with_dims, InputSpec};
@@ -127,12 +127,9 @@ pub fn infer(
     if stems.iter().all(Vec::is_empty) {
         return Ok(ranges);
     }
-    // Two image inputs may reach the same Conv; each tensor is exposed once.
     let moments: Vec<(String, ChannelAxis)> = stems
         .iter()
         .flatten()
-        .collect::<BTreeSet<_>>()
-        .into_iter()
         .map(|t| (t.clone(), ChannelAxis::Second))
         .collect();
     let unit = vec![ImageRange::Unit; specs.len()];

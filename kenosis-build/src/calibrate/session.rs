@@ -186,18 +186,15 @@ pub fn observe(
     samples: &[Vec<SampleValue>],
     path: &Path,
 ) -> Result<Observed> {
-    let mut exposed: Vec<String> = histograms.to_vec();
-    exposed.extend(
-        moments
-            .iter()
-            .map(|(t, _)| t.clone())
-            .filter(|t| !histograms.contains(t)),
-    );
-    for g in grams {
-        if !exposed.contains(&g.input) {
-            exposed.push(g.input.clone());
-        }
-    }
+    // Each tensor is exposed once, however many statistics (or requests) read it.
+    let mut seen = std::collections::HashSet::new();
+    let exposed: Vec<String> = histograms
+        .iter()
+        .chain(moments.iter().map(|(t, _)| t))
+        .chain(grams.iter().map(|g| &g.input))
+        .filter(|t| seen.insert(t.as_str()))
+        .cloned()
+        .collect();
     let bytes = encode_with_observed_outputs(model, &exposed);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut session = session(path, bytes, GraphOptimizationLevel::Disable, threads)?;

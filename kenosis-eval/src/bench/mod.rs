@@ -114,13 +114,6 @@ impl Ctx {
     }
 }
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("kenosis-eval has a parent")
-        .to_path_buf()
-}
-
 /// Runs the benchmark; `Err` only when it cannot run at all.
 pub fn main() -> Result<(), String> {
     let started = Instant::now();
@@ -147,14 +140,14 @@ pub fn main() -> Result<(), String> {
     let out = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| workspace_root().join("target/bench"));
+        .unwrap_or_else(|| kenosis_eval::workspace_root().join("target/bench"));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
 
     let (python, note) = match (&args.python, &args.no_ort_quantizer) {
         (_, Some(reason)) => (None, Some(reason.clone())),
         (Some(p), None) => (Some(p.clone()), None),
         (None, None) => {
-            let p = workspace_root().join("target/bench-venv/bin/python");
+            let p = kenosis_eval::workspace_root().join("target/bench-venv/bin/python");
             if p.exists() {
                 (Some(p), None)
             } else {
