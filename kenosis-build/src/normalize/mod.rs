@@ -62,8 +62,8 @@ pub struct NormalizeSummary {
 ///
 /// # Errors
 /// A message (the caller adds the file name) when the IR or opset version is out of range,
-/// an operator cannot be upgraded to opset 13, or the graph is malformed (dangling input,
-/// cycle).
+/// an operator cannot be upgraded to opset 13, or the graph is malformed (a node without
+/// output, dangling input, cycle).
 pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     let ir = model.ir_version();
     if !(3..=MAX_IR_VERSION).contains(&ir) {
