@@ -38,6 +38,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_SYNTHETIC_SAMPLES") {
         options.synthetic_samples = v.parse()?;
     }
+    if let Ok(v) = std::env::var("KENOSIS_SYNTHETIC_IMAGE_RANGE") {
+        let (low, high) = v
+            .split_once(',')
+            .ok_or("KENOSIS_SYNTHETIC_IMAGE_RANGE=low,high")?;
+        options.synthetic_image_range = Some([low.trim().parse()?, high.trim().parse()?]);
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,

@@ -79,6 +79,7 @@ pub struct Config {
     per_channel: Option<bool>,
     reduce_range: Option<bool>,
     synthetic_samples: Option<usize>,
+    synthetic_image_range: Option<[f32; 2]>,
     keep_float: Vec<String>,
     method: Option<calibrate::Method>,
     bias_correction: Option<bool>,
@@ -148,6 +149,20 @@ impl Config {
     /// Number of synthetic calibration samples when no data is given (default 16).
     pub fn synthetic_samples(mut self, count: usize) -> Self {
         self.synthetic_samples = Some(count);
+        self
+    }
+
+    /// Value range `[low, high]` of synthetic image inputs (float `[N, 3, H, W]`), in the
+    /// model's input units: e.g. `(0.0, 1.0)` for a model that reads pixels divided by 255,
+    /// `(-123.0, 151.0)` for SqueezeNet 1.0's mean-subtracted pixels. Default: inferred from
+    /// the stem Convs as `[-1, 1]` or `[0, 255]` (see [`calibrate::image_range`]), which
+    /// assumes a network trained with BatchNorm. Without a range that matches, synthetic
+    /// calibration is useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output
+    /// cosine 0.01 with FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
+    /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are finite and
+    /// `low < high`.
+    pub fn synthetic_image_range(mut self, low: f32, high: f32) -> Self {
+        self.synthetic_image_range = Some([low, high]);
         self
     }
 
@@ -234,6 +249,10 @@ impl Config {
     /// The first [`Error`] met; nothing is written into `OUT_DIR` for the failing model and
     /// no manifest is written.
     pub fn compile(self) -> Result<()> {
+        if let Some([low, high]) = self.synthetic_image_range {
+            kenosis_options::check_image_range(f64::from(low), f64::from(high))
+                .map_err(|m| Error::Config(format!("synthetic_image_range {m}")))?;
+        }
         let manifest_dir = match &self.manifest_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(cargo::cargo_env("CARGO_MANIFEST_DIR")?),
@@ -306,6 +325,7 @@ impl Config {
                 .reduce_range
                 .unwrap_or_else(|| reduce_range_default(&target, &target_features)),
             synthetic_samples: self.synthetic_samples.unwrap_or(16),
+            synthetic_image_range: self.synthetic_image_range,
             keep_float: self.keep_float.clone(),
             method: self.method.unwrap_or(QuantizeOptions::default().method),
             bias_correction: self.bias_correction.unwrap_or(true),
@@ -454,6 +474,10 @@ fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Opt
     }
     if let Some(v) = call.synthetic_samples {
         options.synthetic_samples = v;
+    }
+    if let Some([low, high]) = call.synthetic_image_range {
+        // The grammar checked the bounds; f32 keeps every value a 0-255 image uses exact.
+        options.synthetic_image_range = Some([low as f32, high as f32]);
     }
     if let Some(m) = call.method {
         options.method = m;

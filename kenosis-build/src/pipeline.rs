@@ -9,6 +9,7 @@ use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
 use crate::calibrate::gram::{ConvGeometry, PatchGram};
+use crate::calibrate::image_range::ImageRange;
 use crate::calibrate::session::GramRequest;
 use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
@@ -27,6 +28,9 @@ pub struct QuantizeOptions {
     pub reduce_range: bool,
     /// Number of synthetic samples when no calibration data is given.
     pub synthetic_samples: usize,
+    /// Value range `[low, high]` of synthetic image inputs; `None` infers `[-1, 1]` or
+    /// `[0, 255]` from the stem Convs (see [`calibrate::image_range`]).
+    pub synthetic_image_range: Option<[f32; 2]>,
     /// Node names to keep in FP32.
     pub keep_float: Vec<String>,
     /// How activation ranges are chosen from the calibration histograms.
@@ -48,6 +52,7 @@ impl Default for QuantizeOptions {
             per_channel: true,
             reduce_range: cfg!(any(target_arch = "x86", target_arch = "x86_64")),
             synthetic_samples: 16,
+            synthetic_image_range: None,
             keep_float: Vec::new(),
             method: calibrate::Method::Mse,
             bias_correction: true,
@@ -194,10 +199,13 @@ pub fn quantize_decoded(
         Calibration::Data(d) => d.clone(),
         Calibration::Synthetic => {
             let dims = calibrate::shapes::resolve(calibration_model, &specs, path)?;
-            let ranges = calibrate::image_range::infer(calibration_model, &specs, &dims, path)?;
+            let ranges = match options.synthetic_image_range {
+                Some([low, high]) => vec![ImageRange::Given { low, high }; specs.len()],
+                None => calibrate::image_range::infer(calibration_model, &specs, &dims, path)?,
+            };
             for ((spec, dims), range) in specs.iter().zip(&dims).zip(&ranges) {
                 if calibrate::data::synthesizes_image(spec, dims) {
-                    synthetic_image_ranges.insert(spec.name.clone(), range.label().to_owned());
+                    synthetic_image_ranges.insert(spec.name.clone(), range.label());
                 }
             }
             calibrate::data::synthetic_with_dims(

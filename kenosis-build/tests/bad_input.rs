@@ -275,6 +275,22 @@ fn unusable_cache_folder() {
     assert_mentions(&err, &not_a_dir, &[]);
 }
 
+#[test]
+fn an_empty_or_reversed_synthetic_image_range() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    for (low, high) in [(1.0, 0.0), (0.0, 0.0), (f32::NAN, 1.0)] {
+        let err = s.fail(s.config().model("m.onnx").synthetic_image_range(low, high));
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        assert!(
+            err.to_string().contains(&format!(
+                "synthetic_image_range needs finite bounds with low < high, got [{low}, {high}]"
+            )),
+            "{err}"
+        );
+    }
+}
+
 /// `tiny()` with every initializer moved to `data_file` (one after another, as
 /// `onnx.save_model(..., save_as_external_data=True)` writes them), returning the model and
 /// the file's bytes.

@@ -21,6 +21,7 @@
 //! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
 //! | `min_top1_agreement` | number in `[0, 1]` | fidelity floor (top-1 agreement vs FP32) |
 //! | `synthetic_samples` | integer ≥ 1 | synthetic calibration samples when no data is given |
+//! | `synthetic_image_range` | string `"[low, high]"` | value range of synthetic image inputs (default: inferred, `[-1, 1]` or `[0, 255]`) |
 //!
 //! Unknown keys, repeated keys and bad values are [`syn::Error`]s spanned at the offending
 //! token.
@@ -47,6 +48,7 @@ pub const KEYS: &[&str] = &[
     "min_cosine",
     "min_top1_agreement",
     "synthetic_samples",
+    "synthetic_image_range",
 ];
 
 const USAGE: &str = "include_quantized! expects a string literal with the path of an FP32 ONNX \
@@ -157,6 +159,8 @@ pub struct Options {
     pub min_top1_agreement: Option<f64>,
     /// `synthetic_samples = n`.
     pub synthetic_samples: Option<usize>,
+    /// `synthetic_image_range = "[low, high]"`, as `[low, high]`.
+    pub synthetic_image_range: Option<[f64; 2]>,
 }
 
 impl Options {
@@ -188,6 +192,9 @@ impl Options {
         }
         if let Some(v) = self.synthetic_samples {
             parts.push(format!("synthetic_samples = {v}"));
+        }
+        if let Some([low, high]) = self.synthetic_image_range {
+            parts.push(format!("synthetic_image_range = \"[{low:?}, {high:?}]\""));
         }
         parts.join(", ")
     }
@@ -334,6 +341,12 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
                 }
                 options.synthetic_samples = Some(n);
             }
+            "synthetic_image_range" => {
+                let Lit::Str(s) = &value else {
+                    return Err(bad("expects a string such as \"[0, 1]\""));
+                };
+                options.synthetic_image_range = Some(parse_range(&s.value()).map_err(|m| bad(&m))?);
+            }
             _ => unreachable!("every key in KEYS is handled"),
         }
         if input.is_empty() {
@@ -342,6 +355,42 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
         input.parse::<Token![,]>()?;
     }
     Ok(options)
+}
+
+/// Parses `"[low, high]"` (spaces optional) into a range [`check_image_range`] accepts; the
+/// error message completes "option `synthetic_image_range` ...".
+fn parse_range(text: &str) -> Result<[f64; 2], String> {
+    let inner = text
+        .trim()
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
+    let (low, high) = inner
+        .split_once(',')
+        .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
+    let number = |v: &str| {
+        v.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("expects numbers, got `{}` in \"{text}\"", v.trim()))
+    };
+    let range = [number(low)?, number(high)?];
+    check_image_range(range[0], range[1])?;
+    Ok(range)
+}
+
+/// Checks a synthetic image range: finite bounds with `low < high`. The error message
+/// completes "option `synthetic_image_range` ...".
+///
+/// # Errors
+/// A message naming the bad bounds.
+pub fn check_image_range(low: f64, high: f64) -> Result<(), String> {
+    if low.is_finite() && high.is_finite() && low < high {
+        Ok(())
+    } else {
+        Err(format!(
+            "needs finite bounds with low < high, got [{low}, {high}]"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -372,7 +421,8 @@ mod tests {
         let inv = parse(
             r#""m.onnx", synthetic_samples = 4, min_cosine = 0.99, per_channel = false,
                method = "percentile", calibration = "$OUT_DIR/calib", reduce_range = true,
-               bias_correction = false, min_top1_agreement = 1, gptq_rounding = false,"#,
+               bias_correction = false, min_top1_agreement = 1, gptq_rounding = false,
+               synthetic_image_range = " [0, 255] ","#,
         )
         .unwrap();
         let o = &inv.options;
@@ -385,13 +435,14 @@ mod tests {
         assert_eq!(o.min_cosine, Some(0.99));
         assert_eq!(o.min_top1_agreement, Some(1.0));
         assert_eq!(o.synthetic_samples, Some(4));
+        assert_eq!(o.synthetic_image_range, Some([0.0, 255.0]));
         let canonical = o.canonical();
         assert_eq!(
             canonical,
             "calibration = \"$OUT_DIR/calib\", method = \"percentile(99.99)\", \
              per_channel = false, reduce_range = true, bias_correction = false, \
              gptq_rounding = false, min_cosine = 0.99, min_top1_agreement = 1.0, \
-             synthetic_samples = 4"
+             synthetic_samples = 4, synthetic_image_range = \"[0.0, 255.0]\""
         );
         assert_eq!(&Options::parse_str(&canonical).unwrap(), o);
     }
@@ -440,6 +491,18 @@ mod tests {
         assert_eq!(
             err(r#""m.onnx", synthetic_samples = 0"#),
             "option `synthetic_samples` must be at least 1"
+        );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_image_range = "[1, 0]""#),
+            "option `synthetic_image_range` needs finite bounds with low < high, got [1, 0]"
+        );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_image_range = "0..1""#),
+            "option `synthetic_image_range` expects \"[low, high]\", got \"0..1\""
+        );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_image_range = "[0, x]""#),
+            "option `synthetic_image_range` expects numbers, got `x` in \"[0, x]\""
         );
         assert!(err(r#""m.onnx", calibration = "$HOME/x""#).contains("only start with `$OUT_DIR`"));
         assert!(err(r#""m.onnx", method = "kl""#).contains("unknown calibration method"));

@@ -567,3 +567,34 @@ fn efficientnet_with_batchnorm_quantizes_like_the_folded_model() {
     );
     assert!(with_bn.mean_cosine >= 0.98, "{with_bn:?}");
 }
+
+/// SqueezeNet 1.0 reads mean-subtracted BGR pixels (about `[-123, 151]`) and has no
+/// BatchNorm, so the stem-Conv rule cannot tell its scale and would synthesize `[-1, 1]`
+/// fields (output cosine 0.01 on photographs). With the range given, synthetic calibration
+/// works: 0.946 over the 900 held-out images of the bench.
+#[test]
+fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
+    let Some(shared) = shared_dir() else { return };
+    let path = shared.join("models/squeezenet1.0.onnx");
+    let fp32 = std::fs::read(&path).expect("model file");
+    let options = QuantizeOptions {
+        synthetic_image_range: Some([-123.0, 151.0]),
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(&path, &fp32, &Calibration::Synthetic, &options).expect("quantize");
+    assert_eq!(q.report.synthetic_image_ranges["data_0"], "[-123, 151]");
+    assert!(
+        q.report
+            .summary_line()
+            .contains("(input `data_0` in [-123, 151]; mse)"),
+        "{}",
+        q.report.summary_line()
+    );
+    let files = imagenet_files(&shared);
+    let eval = load_batch(&files[files.len() - 20..], Preprocess::BgrMeanSubtracted);
+    let mut a = session(&fp32, GraphOptimizationLevel::All, None);
+    let mut b = session(&q.bytes, GraphOptimizationLevel::All, None);
+    let fidelity = compare(&mut a, &mut b, &eval);
+    eprintln!("SqueezeNet 1.0, synthetic fields in [-123, 151]: {fidelity:?}");
+    assert!(fidelity.mean_cosine >= 0.9, "{fidelity:?}");
+}

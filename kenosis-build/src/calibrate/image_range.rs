@@ -15,7 +15,9 @@
 //! unit-scale fields: EfficientNet-Lite0 1.15, PP-OCR det / rec / cls 0.30 / 0.62 / 0.47,
 //! SqueezeNet 1.0 0.20 (all unit), YOLOX-Nano 0.0056 (pixels); the threshold is 0.089.
 //! SqueezeNet has no BN and does read mean-subtracted pixels, so the rule is a default for
-//! BN-trained networks, not a guarantee: real calibration data avoids the question.
+//! BN-trained networks, not a guarantee: `synthetic_image_range` overrides it (SqueezeNet 1.0
+//! on `[-1, 1]` fields: output cosine 0.01 on photographs; on `[-123, 151]`: 0.92), and real
+//! calibration data avoids the question.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -29,12 +31,20 @@ use crate::onnx::{GraphProto, ModelProto};
 use crate::quantize::plan::{self, OpRule};
 
 /// Value range of a synthetic image input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ImageRange {
     /// `[-1, 1]`: normalized inputs (`(x - 127.5) / 127.5`, ImageNet mean/std and the like).
     Unit,
     /// `[0, 255]`: raw 8-bit pixel values.
     Pixel,
+    /// `[low, high]` as the user gave it (`synthetic_image_range`), e.g. `[0, 1]` or
+    /// SqueezeNet's mean-subtracted pixels `[-123, 151]`.
+    Given {
+        /// Lower bound.
+        low: f32,
+        /// Upper bound, above `low`.
+        high: f32,
+    },
 }
 
 impl ImageRange {
@@ -43,15 +53,14 @@ impl ImageRange {
         match self {
             ImageRange::Unit => (-1.0, 1.0),
             ImageRange::Pixel => (0.0, 255.0),
+            ImageRange::Given { low, high } => (low, high),
         }
     }
 
-    /// Name for reports: `"[-1, 1]"` or `"[0, 255]"`.
-    pub fn label(self) -> &'static str {
-        match self {
-            ImageRange::Unit => "[-1, 1]",
-            ImageRange::Pixel => "[0, 255]",
-        }
+    /// Name for reports, e.g. `"[-1, 1]"`, `"[0, 255]"`, `"[0, 0.5]"`.
+    pub fn label(self) -> String {
+        let (low, high) = self.bounds();
+        format!("[{low}, {high}]")
     }
 }
 
@@ -165,6 +174,16 @@ mod tests {
         assert_eq!(range_for_stem_std(0.0056), ImageRange::Pixel);
         // A stem that never varies says nothing about the scale.
         assert_eq!(range_for_stem_std(0.0), ImageRange::Unit);
+        assert_eq!(ImageRange::Unit.label(), "[-1, 1]");
+        assert_eq!(ImageRange::Pixel.label(), "[0, 255]");
+        assert_eq!(
+            ImageRange::Given {
+                low: -123.0,
+                high: 151.5
+            }
+            .label(),
+            "[-123, 151.5]"
+        );
     }
 
     #[test]
