@@ -250,7 +250,7 @@ impl Config {
     /// no manifest is written.
     pub fn compile(self) -> Result<()> {
         if let Some([low, high]) = self.synthetic_image_range {
-            kenosis_options::check_image_range(f64::from(low), f64::from(high))
+            kenosis_options::check_image_range(low, high)
                 .map_err(|m| Error::Config(format!("synthetic_image_range {m}")))?;
         }
         let manifest_dir = match &self.manifest_dir {
@@ -475,9 +475,8 @@ fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Opt
     if let Some(v) = call.synthetic_samples {
         options.synthetic_samples = v;
     }
-    if let Some([low, high]) = call.synthetic_image_range {
-        // The grammar checked the bounds; f32 keeps every value a 0-255 image uses exact.
-        options.synthetic_image_range = Some([low as f32, high as f32]);
+    if let Some(range) = call.synthetic_image_range {
+        options.synthetic_image_range = Some(range);
     }
     if let Some(m) = call.method {
         options.method = m;

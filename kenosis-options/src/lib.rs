@@ -160,7 +160,7 @@ pub struct Options {
     /// `synthetic_samples = n`.
     pub synthetic_samples: Option<usize>,
     /// `synthetic_image_range = "[low, high]"`, as `[low, high]`.
-    pub synthetic_image_range: Option<[f64; 2]>,
+    pub synthetic_image_range: Option<[f32; 2]>,
 }
 
 impl Options {
@@ -359,7 +359,7 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
 
 /// Parses `"[low, high]"` (spaces optional) into a range [`check_image_range`] accepts; the
 /// error message completes "option `synthetic_image_range` ...".
-fn parse_range(text: &str) -> Result<[f64; 2], String> {
+fn parse_range(text: &str) -> Result<[f32; 2], String> {
     let inner = text
         .trim()
         .strip_prefix('[')
@@ -370,7 +370,7 @@ fn parse_range(text: &str) -> Result<[f64; 2], String> {
         .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
     let number = |v: &str| {
         v.trim()
-            .parse::<f64>()
+            .parse::<f32>()
             .map_err(|_| format!("expects numbers, got `{}` in \"{text}\"", v.trim()))
     };
     let range = [number(low)?, number(high)?];
@@ -383,7 +383,7 @@ fn parse_range(text: &str) -> Result<[f64; 2], String> {
 ///
 /// # Errors
 /// A message naming the bad bounds.
-pub fn check_image_range(low: f64, high: f64) -> Result<(), String> {
+pub fn check_image_range(low: f32, high: f32) -> Result<(), String> {
     if low.is_finite() && high.is_finite() && low < high {
         Ok(())
     } else {
@@ -495,6 +495,10 @@ mod tests {
         assert_eq!(
             err(r#""m.onnx", synthetic_image_range = "[1, 0]""#),
             "option `synthetic_image_range` needs finite bounds with low < high, got [1, 0]"
+        );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_image_range = "[0, 1e39]""#),
+            "option `synthetic_image_range` needs finite bounds with low < high, got [0, inf]"
         );
         assert_eq!(
             err(r#""m.onnx", synthetic_image_range = "0..1""#),

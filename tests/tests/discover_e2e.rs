@@ -171,7 +171,7 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
     std::fs::write(
         &nested,
         format!(
-            "{original}\n/// Added by the test.\npub fn added() -> &'static kenosis_runtime::EmbeddedModel {{\n    kenosis_runtime::include_quantized!(\"models/added.onnx\", synthetic_samples = 7)\n}}\n"
+            "{original}\n/// Added by the test.\npub fn added() -> &'static kenosis_runtime::EmbeddedModel {{\n    kenosis_runtime::include_quantized!(\"models/added.onnx\", synthetic_samples = 7, synthetic_image_range = \"[0, 1]\")\n}}\n"
         ),
     )
     .unwrap();
@@ -185,8 +185,10 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
         second.contains(&quantized_line("models/added.onnx")),
         "{second}"
     );
-    assert!(entries(&manifest())
-        .contains(&("models/added.onnx".into(), "synthetic_samples = 7".into())));
+    assert!(entries(&manifest()).contains(&(
+        "models/added.onnx".into(),
+        "synthetic_samples = 7, synthetic_image_range = \"[0.0, 1.0]\"".into()
+    )));
 
     // Removed again: the build succeeds and the manifest no longer lists it.
     std::fs::write(&nested, &original).unwrap();
