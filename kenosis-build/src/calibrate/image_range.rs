@@ -94,8 +94,7 @@ pub fn stem_convs(graph: &GraphProto, index: &GraphIndex, input: &str) -> Vec<St
                 continue;
             }
             let node = &graph.node[c];
-            let default_domain = matches!(node.domain(), "" | "ai.onnx");
-            if default_domain && node.op_type() == "Conv" {
+            if crate::onnx::is_default_domain(node.domain()) && node.op_type() == "Conv" {
                 stems.extend(node.output.first().cloned());
             } else if !matches!(plan::rule_for(node.op_type()), OpRule::Weighted { .. }) {
                 stack.extend(node.output.iter().filter(|o| !o.is_empty()).cloned());
