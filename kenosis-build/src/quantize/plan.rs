@@ -297,6 +297,27 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         float(&mut plan, &graph.node[i], OUTPUT_CONV_REASON);
     }
 
+    // 3b. Squeeze-and-excitation branches stay FP32 (see `se_branch`); their
+    //     GlobalAveragePool stays quantized, with its input's scale, while the gating Mul is.
+    let mut se_pools: HashMap<usize, usize> = HashMap::new();
+    let mut pools: Vec<usize> = rules
+        .keys()
+        .copied()
+        .filter(|&i| graph.node[i].op_type() == "GlobalAveragePool")
+        .collect();
+    pools.sort_unstable();
+    for p in pools {
+        let Some((branch, gate)) = se_branch(graph, &index, p) else {
+            continue;
+        };
+        for b in branch {
+            if rules.remove(&b).is_some() {
+                float(&mut plan, &graph.node[b], SE_BRANCH_REASON);
+            }
+        }
+        se_pools.insert(p, gate);
+    }
+
     // 4. Drop non-weighted candidates whose output no kept candidate reads: quantizing
     //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint. This includes
     //    a classifier's final GlobalAveragePool: measured on SqueezeNet 1.0 (900 held-out
@@ -362,7 +383,7 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
                 }
                 continue;
             }
-            if gathers_constant {
+            if gathers_constant || se_pools.get(&i).is_some_and(|m| rules.contains_key(m)) {
                 continue;
             }
             if !read_by_kept || index.outputs.contains(&out) {
@@ -397,6 +418,8 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
         }
         let source = match (rule, absorbed) {
             (OpRule::ShareScale, _) => RangeSource::SameAs(node.input[0].clone()),
+            // A mean lies within its inputs' range, so the input's parameters never clip it.
+            _ if se_pools.contains_key(&i) => RangeSource::SameAs(node.input[0].clone()),
             (_, Some((act, range))) => {
                 plan.absorbed.push(act);
                 range
@@ -475,6 +498,63 @@ const ISOLATED_TINY_REASON: &str =
 
 const OUTPUT_CONV_REASON: &str =
     "writes a graph output (through element-wise ops at most): its range is the prediction itself, and graph outputs stay FP32";
+
+const SE_BRANCH_REASON: &str =
+    "squeeze-and-excitation branch: it runs on one pooled value per channel, so FP32 costs nothing, and per-tensor ranges calibrated on so few values misjudge real inputs";
+
+/// Most nodes a squeeze-and-excitation branch may have between its pooling and its gate.
+const SE_MAX_NODES: usize = 16;
+
+/// The squeeze-and-excitation branch (Hu et al. 2018, "Squeeze-and-Excitation Networks")
+/// that starts at GlobalAveragePool `pool`, if it starts one: the nodes reachable from the
+/// pooled `[N, C, 1, 1]` vector, none of them writing a graph output, with every path ending
+/// in one two-input Mul that also reads the pool's input (the gate, MobileNetV3's
+/// `x * HardSigmoid(Conv(Relu(Conv(pool(x)))))`), and with at least one weighted op.
+/// Returns the branch's node indices and the gating Mul's.
+///
+/// Why the branch stays FP32, measured on PP-OCR cls (MobileNetV3-small, 9 branches) with
+/// synthetic calibration, 20 photographs: quantized, its pooled vectors and excitation
+/// outputs were calibrated on 16 x C values whose ranges missed the photographs' by up to
+/// 3x, and output cosine was 0.949; with the branches FP32 and the pooling quantized with its
+/// input's scale, 0.988 (and 0.994 → 0.995 with 32 photographs as calibration). Latency at
+/// 48x192 went down (0.553 → 0.537 ms): the branch's 1x1 Convs are too small to repay Q/DQ.
+/// The pooling stays QLinearGlobalAveragePool because a float one would need the whole
+/// uint8 map dequantized (and ORT transposed back from NHWC), measured 5% slower.
+fn se_branch(graph: &GraphProto, index: &GraphIndex, pool: usize) -> Option<(Vec<usize>, usize)> {
+    let x = graph.node[pool].input.first()?;
+    let mut branch: Vec<usize> = Vec::new();
+    let mut gate = None;
+    let mut pending = vec![graph.node[pool].output.first()?.clone()];
+    while let Some(t) = pending.pop() {
+        let readers = index.consumers_of(&t);
+        if readers.is_empty() || index.outputs.contains(&t) {
+            return None;
+        }
+        for &c in readers {
+            let node = &graph.node[c];
+            if node.op_type() == "Mul"
+                && crate::onnx::is_default_domain(node.domain())
+                && node.input.len() == 2
+                && node.input.contains(x)
+            {
+                if gate.replace(c).is_some_and(|g| g != c) {
+                    return None;
+                }
+            } else if !branch.contains(&c) {
+                branch.push(c);
+                if branch.len() > SE_MAX_NODES {
+                    return None;
+                }
+                pending.extend(node.output.iter().filter(|o| !o.is_empty()).cloned());
+            }
+        }
+    }
+    let weighted = branch
+        .iter()
+        .any(|&b| matches!(rule_of(&graph.node[b]), OpRule::Weighted { .. }));
+    branch.sort_unstable();
+    Some((branch, gate?)).filter(|_| weighted)
+}
 
 /// Whether every path from `tensor` ends in a graph output after only element-wise ops:
 /// unary activations, Softmax, or Add/Sub/Mul/Div with a constant.
@@ -625,6 +705,81 @@ mod tests {
             .iter()
             .map(|t| (t.to_string(), dtype::FLOAT))
             .collect()
+    }
+
+    /// MobileNetV3's block: `feat → GlobalAveragePool → Conv → Relu → Conv → HardSigmoid`,
+    /// gating `feat` through a Mul, then a Conv.
+    #[test]
+    fn a_squeeze_and_excitation_branch_stays_fp32_between_a_quantized_pool_and_gate() {
+        let named = |name: &str, op: &str, inputs: &[&str], output: &str| {
+            let mut n = node(op, inputs, output);
+            n.name = Some(name.into());
+            n
+        };
+        let graph = GraphProto {
+            node: vec![
+                named("stem", "Conv", &["x", "w0", "b0"], "c0"),
+                named("stem_relu", "Relu", &["c0"], "feat"),
+                named("squeeze", "GlobalAveragePool", &["feat"], "pooled"),
+                named("reduce", "Conv", &["pooled", "w1", "b1"], "s1"),
+                named("reduce_relu", "Relu", &["s1"], "s1r"),
+                named("expand", "Conv", &["s1r", "w2", "b2"], "s2"),
+                named("excite", "HardSigmoid", &["s2"], "gate"),
+                named("scale", "Mul", &["feat", "gate"], "scaled"),
+                named("project", "Conv", &["scaled", "w3", "b3"], "c3"),
+                named("pool", "MaxPool", &["c3"], "y"),
+            ],
+            initializer: vec![
+                tensor::from_f32("w0", &[4, 2, 1, 1], &[0.5; 8]),
+                tensor::from_f32("b0", &[4], &[0.0; 4]),
+                tensor::from_f32("w1", &[2, 4, 1, 1], &[0.5; 8]),
+                tensor::from_f32("b1", &[2], &[0.0; 2]),
+                tensor::from_f32("w2", &[4, 2, 1, 1], &[0.5; 8]),
+                tensor::from_f32("b2", &[4], &[0.0; 4]),
+                tensor::from_f32("w3", &[4, 4, 1, 1], &[0.5; 16]),
+                tensor::from_f32("b3", &[4], &[0.0; 4]),
+            ],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let types = float_types(&[
+            "x", "c0", "feat", "pooled", "s1", "s1r", "s2", "gate", "scaled", "c3", "y",
+        ]);
+        let plan = plan(&graph, &types, &PlanOptions::default());
+
+        let float: Vec<&str> = plan
+            .float_nodes
+            .iter()
+            .filter(|f| f.reason.contains("squeeze-and-excitation"))
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(float, ["reduce", "expand"]);
+        let weighted: Vec<&str> = plan
+            .weights
+            .iter()
+            .map(|w| graph.node[w.node].name())
+            .collect();
+        assert_eq!(
+            weighted,
+            ["stem", "project"],
+            "the branch's weights stay FP32"
+        );
+        let quantized: Vec<&str> = plan
+            .quantized_nodes
+            .iter()
+            .map(|&i| graph.node[i].name())
+            .collect();
+        assert_eq!(quantized, ["stem", "squeeze", "scale", "project"]);
+        assert_eq!(
+            plan.tensors["pooled"],
+            RangeSource::SameAs("feat".into()),
+            "the pooled means take the pooled map's scale"
+        );
+        assert_eq!(plan.tensors["gate"], RangeSource::Observed, "the Mul fuses");
+        assert!(!plan.tensors.contains_key("s1r") && !plan.tensors.contains_key("s2"));
     }
 
     /// SqueezeNet's head: `Conv → Relu → GlobalAveragePool → Softmax → output`.
