@@ -515,9 +515,9 @@ const SE_MAX_NODES: usize = 16;
 /// Why the branch stays FP32, measured on PP-OCR cls (MobileNetV3-small, 9 branches) with
 /// synthetic calibration, 20 photographs: quantized, its pooled vectors and excitation
 /// outputs were calibrated on 16 x C values whose ranges missed the photographs' by up to
-/// 3x, and output cosine was 0.949; with the branches FP32 and the pooling quantized with its
-/// input's scale, 0.988 (and 0.994 → 0.995 with 32 photographs as calibration). Latency at
-/// 48x192 went down (0.553 → 0.537 ms): the branch's 1x1 Convs are too small to repay Q/DQ.
+/// 3x, and output cosine was 0.946; with the branches FP32 and the pooling quantized with its
+/// input's scale, 0.993 (the model-coverage test). Latency at 48x192 went down (0.553 →
+/// 0.537 ms): the branch's 1x1 Convs are too small to repay their Q/DQ.
 /// The pooling stays QLinearGlobalAveragePool because a float one would need the whole
 /// uint8 map dequantized (and ORT transposed back from NHWC), measured 5% slower.
 fn se_branch(graph: &GraphProto, index: &GraphIndex, pool: usize) -> Option<(Vec<usize>, usize)> {
