@@ -28,6 +28,9 @@
 //! directory by a content hash, copied into `OUT_DIR`, and listed in a manifest that
 //! `kenosis_runtime::include_quantized!` reads.
 
+// The examples above are whole `build.rs` files, so they show their `main`.
+#![allow(clippy::needless_doctest_main)]
+
 pub mod cache;
 pub mod calibrate;
 pub mod cargo;
