@@ -372,7 +372,7 @@ pub fn quantize_decoded(
             .map(|&i| &graph.node[i])
             .filter(|n| {
                 matches!(
-                    plan::rule_for(n.op_type()),
+                    plan::rule_of(n),
                     plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
                 )
             })

@@ -94,9 +94,10 @@ pub fn stem_convs(graph: &GraphProto, index: &GraphIndex, input: &str) -> Vec<St
                 continue;
             }
             let node = &graph.node[c];
-            if crate::onnx::is_default_domain(node.domain()) && node.op_type() == "Conv" {
+            let weighted = matches!(plan::rule_of(node), OpRule::Weighted { .. });
+            if weighted && node.op_type() == "Conv" {
                 stems.extend(node.output.first().cloned());
-            } else if !matches!(plan::rule_for(node.op_type()), OpRule::Weighted { .. }) {
+            } else if !weighted {
                 stack.extend(node.output.iter().filter(|o| !o.is_empty()).cloned());
             }
         }

@@ -106,10 +106,7 @@ fn computed_by_weighted_op(graph: &GraphProto, index: &GraphIndex, tensors: Vec<
             continue;
         }
         let node = &graph.node[p];
-        if matches!(
-            plan::rule_for(node.op_type()),
-            plan::OpRule::Weighted { .. }
-        ) {
+        if matches!(plan::rule_of(node), plan::OpRule::Weighted { .. }) {
             return true;
         }
         stack.extend(node.input.iter().cloned());

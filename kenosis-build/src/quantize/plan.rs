@@ -68,8 +68,8 @@ pub fn rule_for(op_type: &str) -> OpRule {
 }
 
 /// The placement rule of `node`: [`rule_for`] its op type in the default domain, FP32
-/// outside it.
-fn rule_of(node: &NodeProto) -> OpRule {
+/// outside it (a custom-domain `Conv` is not ours to interpret).
+pub fn rule_of(node: &NodeProto) -> OpRule {
     if crate::onnx::is_default_domain(node.domain()) {
         rule_for(node.op_type())
     } else {
