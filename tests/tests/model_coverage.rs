@@ -321,6 +321,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     let model = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let excitation = se_convs(graph);
+    assert_eq!(excitation.len(), 20, "10 branches of 2 Convs each");
     let float_convs: HashSet<&str> = q
         .report
         .nodes_fp32
