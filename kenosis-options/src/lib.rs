@@ -360,13 +360,11 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
 /// Parses `"[low, high]"` (spaces optional) into a range [`check_image_range`] accepts; the
 /// error message completes "option `synthetic_image_range` ...".
 fn parse_range(text: &str) -> Result<[f32; 2], String> {
-    let inner = text
+    let (low, high) = text
         .trim()
         .strip_prefix('[')
         .and_then(|r| r.strip_suffix(']'))
-        .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
-    let (low, high) = inner
-        .split_once(',')
+        .and_then(|inner| inner.split_once(','))
         .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
     let number = |v: &str| {
         v.trim()

@@ -692,7 +692,8 @@ fn weight_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{make_node, ValueInfoProto};
+    use crate::normalize::test_graph::float_value;
+    use crate::onnx::make_node;
 
     fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
         let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
@@ -739,10 +740,7 @@ mod tests {
                 tensor::from_f32("w3", &[4, 4, 1, 1], &[0.5; 16]),
                 tensor::from_f32("b3", &[4], &[0.0; 4]),
             ],
-            output: vec![ValueInfoProto {
-                name: Some("y".into()),
-                ..Default::default()
-            }],
+            output: vec![float_value("y")],
             ..Default::default()
         };
         let types = float_types(&[
@@ -796,10 +794,7 @@ mod tests {
                 tensor::from_f32("w", &[4, 2, 1, 1], &[0.5; 8]),
                 tensor::from_f32("b", &[4], &[0.0; 4]),
             ],
-            output: vec![ValueInfoProto {
-                name: Some("prob".into()),
-                ..Default::default()
-            }],
+            output: vec![float_value("prob")],
             ..Default::default()
         };
         let types = float_types(&["x", "w", "b", "conv", "relu", "pool", "prob"]);
@@ -836,10 +831,7 @@ mod tests {
                 tensor::from_f32("w", &[2, 2, 1, 1], &[0.5; 4]),
                 tensor::from_f32("b", &[2], &[0.0; 2]),
             ],
-            output: vec![ValueInfoProto {
-                name: Some("out".into()),
-                ..Default::default()
-            }],
+            output: vec![float_value("out")],
             ..Default::default()
         };
         let types = float_types(&["x", "w", "b", "conv", "sum", "out"]);
@@ -883,10 +875,7 @@ mod tests {
                     &vec![0.1; 8 * head_columns as usize],
                 ),
             ],
-            output: vec![ValueInfoProto {
-                name: Some("logits".into()),
-                ..Default::default()
-            }],
+            output: vec![float_value("logits")],
             ..Default::default()
         };
         let types = float_types(&["x", "a", "dw", "h", "mp", "gap", "flat", "logits"]);
