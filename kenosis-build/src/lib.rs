@@ -158,8 +158,9 @@ impl Config {
     /// Value range `[low, high]` of synthetic image inputs (float `[N, 3, H, W]`), in the
     /// model's input units: e.g. `(0.0, 1.0)` for a model that reads pixels divided by 255,
     /// `(-123.0, 151.0)` for SqueezeNet 1.0's mean-subtracted pixels. Default: inferred from
-    /// the stem Convs as `[-1, 1]` or `[0, 255]` (see [`calibrate::image_range`]), which
-    /// assumes a network trained with BatchNorm. Without a range that matches, synthetic
+    /// the stem Convs as normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`)
+    /// or pixels (`[0, 255]`; see [`calibrate::image_range`]), which assumes a network
+    /// trained with BatchNorm. Without a range that matches, synthetic
     /// calibration is useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output
     /// cosine 0.01 with FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
     /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are finite and

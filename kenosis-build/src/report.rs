@@ -37,7 +37,7 @@ pub struct Report {
     pub calibration_samples: usize,
     /// True when no calibration data was given and synthetic inputs were used.
     pub calibration_synthetic: bool,
-    /// Value range of each synthetic image input (`"[-1, 1]"` or `"[0, 255]"` as inferred,
+    /// Value range of each synthetic image input (`"[-2.118, 2.64]"` or `"[0, 255]"` as inferred,
     /// see [`crate::calibrate::image_range`], or the `synthetic_image_range` given); empty
     /// with real calibration data.
     #[serde(default)]

@@ -21,7 +21,7 @@
 //! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
 //! | `min_top1_agreement` | number in `[0, 1]` | fidelity floor (top-1 agreement vs FP32) |
 //! | `synthetic_samples` | integer ≥ 1 | synthetic calibration samples when no data is given |
-//! | `synthetic_image_range` | string `"[low, high]"` | value range of synthetic image inputs (default: inferred, `[-1, 1]` or `[0, 255]`) |
+//! | `synthetic_image_range` | string `"[low, high]"` | value range of synthetic image inputs (default: inferred, `[-2.118, 2.64]` or `[0, 255]`) |
 //!
 //! Unknown keys, repeated keys and bad values are [`syn::Error`]s spanned at the offending
 //! token.

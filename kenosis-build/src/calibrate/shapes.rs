@@ -32,6 +32,22 @@ const SPATIAL: [(usize, usize); 8] = [
     (128, 128),
 ];
 
+/// The same sizes for a dense-prediction model (see [`predicts_densely`]), detector sizes
+/// first. Activation ranges depend on the size: the feature pyramid of PP-OCRv4 det reaches
+/// 10x larger values at 640x640 than at 224x224, and synthetic calibration at 224x224 gives
+/// sigmoid-map cosine 0.54 on 640x640 photographs, at 640x640 0.71 (real photographs as
+/// calibration: 0.71).
+const DENSE_SPATIAL: [(usize, usize); 8] = [
+    (640, 640),
+    (416, 416),
+    (320, 320),
+    (224, 224),
+    (48, 320),
+    (32, 320),
+    (64, 256),
+    (128, 128),
+];
+
 /// Lengths tried for other symbolic dims (token sequences, audio chunks, state batch).
 const OTHER: [usize; 6] = [16, 1, 512, 64, 128, 256];
 
@@ -62,10 +78,12 @@ enum Role {
 struct Symbolic {
     dims: Vec<Vec<Dim>>,
     roles: Vec<Role>,
+    /// [`SPATIAL`] or [`DENSE_SPATIAL`].
+    spatial: &'static [(usize, usize)],
 }
 
 impl Symbolic {
-    fn new(specs: &[InputSpec]) -> Self {
+    fn new(specs: &[InputSpec], spatial: &'static [(usize, usize)]) -> Self {
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         let mut roles: Vec<Role> = Vec::new();
         let dims = specs
@@ -99,7 +117,11 @@ impl Symbolic {
                     .collect()
             })
             .collect();
-        Self { dims, roles }
+        Self {
+            dims,
+            roles,
+            spatial,
+        }
     }
 
     /// The number of choices for each variable (Batch, Width: one, decided elsewhere).
@@ -108,7 +130,7 @@ impl Symbolic {
             .iter()
             .map(|r| match r {
                 Role::Batch | Role::Width => 1,
-                Role::Height => SPATIAL.len(),
+                Role::Height => self.spatial.len(),
                 Role::Other => OTHER.len(),
             })
             .collect()
@@ -126,10 +148,10 @@ impl Symbolic {
                         Dim::Fixed(v) => v,
                         Dim::Var(var) => match self.roles[var] {
                             Role::Batch => 1,
-                            Role::Height => SPATIAL[choice[var]].0,
+                            Role::Height => self.spatial[choice[var]].0,
                             Role::Width => match k.checked_sub(1).map(|h| dims[h]) {
                                 Some(Dim::Var(h)) if self.roles[h] == Role::Height => {
-                                    SPATIAL[choice[h]].1
+                                    self.spatial[choice[h]].1
                                 }
                                 _ => SPATIAL[0].1,
                             },
@@ -165,18 +187,35 @@ fn assignments(choices: &[usize]) -> Vec<Vec<usize>> {
     all
 }
 
+/// True when a graph output is a rank-4 map whose H and W are symbolic: a detector or
+/// segmenter, whose output grows with its input, rather than a classifier.
+pub fn predicts_densely(model: &ModelProto) -> bool {
+    model.graph.iter().flat_map(|g| &g.output).any(|o| {
+        matches!(
+            crate::onnx::declared_tensor(o),
+            Some((_, Some(dims))) if dims.len() == 4 && dims[2].is_none() && dims[3].is_none()
+        )
+    })
+}
+
 /// Concrete dims for every input of `model` (normalized) so that synthetic samples run.
 ///
-/// Inputs without symbolic dims are returned as declared without running anything. When
-/// the preferred sizes fail, candidate sizes are probed with one FP32 inference each (at
-/// most `MAX_PROBES`).
+/// Inputs without symbolic dims are returned as declared without running anything. Symbolic
+/// H and W take classifier sizes first ([`SPATIAL`]), or detector sizes for a model that
+/// [`predicts_densely`] ([`DENSE_SPATIAL`]). When the preferred sizes fail, candidate sizes
+/// are probed with one FP32 inference each (at most `MAX_PROBES`).
 ///
 /// # Errors
 /// [`Error::Calibration`] naming `path` when no candidate runs, with ONNX Runtime's message
 /// for the preferred sizes and a hint to give calibration data; [`Error::Runtime`] when
 /// the model cannot be loaded at all.
 pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<Vec<Vec<usize>>> {
-    let symbolic = Symbolic::new(specs);
+    let spatial: &[(usize, usize)] = if predicts_densely(model) {
+        &DENSE_SPATIAL
+    } else {
+        &SPATIAL
+    };
+    let symbolic = Symbolic::new(specs, spatial);
     if symbolic.roles.iter().all(|r| *r == Role::Batch) {
         return Ok(symbolic.concrete(&vec![0; symbolic.roles.len()]));
     }
@@ -188,14 +227,14 @@ pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<V
     )?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let mut first_error: Option<Error> = None;
-    let unit = vec![ImageRange::Unit; specs.len()];
+    let ranges = vec![ImageRange::Normalized; specs.len()];
     for choice in assignments(&symbolic.choices())
         .into_iter()
         .take(MAX_PROBES)
     {
         let dims = symbolic.concrete(&choice);
         // The probe only needs the shapes to run; the value range does not matter.
-        let data = match synthetic_with_dims(specs, &dims, &unit, 1, path) {
+        let data = match synthetic_with_dims(specs, &dims, &ranges, 1, path) {
             Ok(data) => data,
             Err(e) => {
                 first_error.get_or_insert(e);
@@ -244,7 +283,7 @@ mod tests {
                 &[Some("n"), None, Some("h"), Some("w")],
             ),
         ];
-        let s = Symbolic::new(&specs);
+        let s = Symbolic::new(&specs, &SPATIAL);
         // batch, sequence, n, h, w
         assert_eq!(s.roles.len(), 5);
         let choice = [0, 2, 0, 1, 0];
@@ -260,9 +299,57 @@ mod tests {
             spec("audio", &[None, None], &[None, None]),
             spec("state", &[Some(2), None, Some(128)], &[None, None, None]),
         ];
-        let s = Symbolic::new(&specs);
+        let s = Symbolic::new(&specs, &SPATIAL);
         assert_eq!(s.roles, vec![Role::Batch, Role::Other, Role::Other]);
         assert_eq!(s.concrete(&[0, 2, 1]), vec![vec![1, 512], vec![2, 1, 128]]);
+    }
+
+    /// A model whose one output declares `dims` (`None`: symbolic).
+    fn model_with_output(dims: &[Option<i64>]) -> ModelProto {
+        use crate::onnx::{tensor_shape_proto::dimension::Value, type_proto, TensorShapeProto};
+        let mut m = crate::normalize::test_graph::model(vec![], &["y"], vec![]);
+        let out = &mut m.graph.as_mut().unwrap().output[0];
+        let Some(type_proto::Value::TensorType(t)) = out.r#type.as_mut().unwrap().value.as_mut()
+        else {
+            unreachable!("float_value declares a tensor")
+        };
+        t.shape = Some(TensorShapeProto {
+            dim: dims
+                .iter()
+                .map(|d| crate::onnx::tensor_shape_proto::Dimension {
+                    value: Some(d.map_or(Value::DimParam("n".into()), Value::DimValue)),
+                    ..Default::default()
+                })
+                .collect(),
+        });
+        m
+    }
+
+    #[test]
+    fn maps_with_symbolic_height_and_width_are_dense_predictions() {
+        assert!(predicts_densely(&model_with_output(&[
+            None,
+            Some(1),
+            None,
+            None
+        ])));
+        // Classifier logits, sequence outputs and fixed-size maps are not.
+        assert!(!predicts_densely(&model_with_output(&[None, Some(1000)])));
+        assert!(!predicts_densely(&model_with_output(&[
+            None,
+            None,
+            Some(6625)
+        ])));
+        assert!(!predicts_densely(&model_with_output(&[
+            Some(1),
+            Some(85),
+            Some(52),
+            Some(52)
+        ])));
+        let image = [spec("x", &[None, Some(3), None, None], &[None; 4])];
+        let first = |spatial| Symbolic::new(&image, spatial).concrete(&[0, 0]);
+        assert_eq!(first(&SPATIAL), vec![vec![1, 3, 224, 224]]);
+        assert_eq!(first(&DENSE_SPATIAL), vec![vec![1, 3, 640, 640]]);
     }
 
     #[test]

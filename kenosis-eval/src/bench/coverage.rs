@@ -92,8 +92,8 @@ fn measure_one(
     let model = decode(path, &fp32).map_err(|e| e.to_string())?;
     let specs = input_specs(model.graph.as_ref().expect("decoded"));
     let dims = shapes::resolve(&model, &specs, path).map_err(|e| e.to_string())?;
-    // Unit-range images: INT8 kernels take the same time whatever the values.
-    let ranges = vec![ImageRange::Unit; specs.len()];
+    // INT8 kernels take the same time whatever the values.
+    let ranges = vec![ImageRange::Normalized; specs.len()];
     let sample = synthetic_with_dims(&specs, &dims, &ranges, 1, path)
         .map_err(|e| e.to_string())?
         .samples
