@@ -28,7 +28,7 @@ pub struct QuantizeOptions {
     pub reduce_range: bool,
     /// Number of synthetic samples when no calibration data is given.
     pub synthetic_samples: usize,
-    /// Value range `[low, high]` of synthetic image inputs; `None` infers `[-1, 1]` or
+    /// Value range `[low, high]` of synthetic image inputs; `None` infers `[-2.118, 2.64]` or
     /// `[0, 255]` from the stem Convs (see [`calibrate::image_range`]).
     pub synthetic_image_range: Option<[f32; 2]>,
     /// Node names to keep in FP32.
