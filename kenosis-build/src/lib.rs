@@ -160,9 +160,9 @@ impl Config {
     /// `(-123.0, 151.0)` for SqueezeNet 1.0's mean-subtracted pixels. Default: inferred from
     /// the stem Convs as normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`)
     /// or pixels (`[0, 255]`; see [`calibrate::image_range`]), which assumes a network
-    /// trained with BatchNorm. Without a range that matches, synthetic
-    /// calibration is useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output
-    /// cosine 0.01 with FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
+    /// trained with BatchNorm. Without a range that matches, synthetic calibration is
+    /// useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output cosine 0.01 with
+    /// FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
     /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are finite and
     /// `low < high`.
     pub fn synthetic_image_range(mut self, low: f32, high: f32) -> Self {

@@ -638,8 +638,8 @@ fn efficientnet_with_batchnorm_quantizes_like_the_folded_model() {
 
 /// SqueezeNet 1.0 reads mean-subtracted BGR pixels (about `[-123, 151]`) and has no
 /// BatchNorm, so the stem-Conv rule cannot tell its scale and would synthesize normalized
-/// photographs (output cosine 0.01 on `[-1, 1]` fields). With the range given, synthetic calibration
-/// works: 0.946 over the 900 held-out images of the bench.
+/// photographs (output cosine 0.01 on `[-1, 1]` fields). With the range given, synthetic
+/// calibration works: 0.946 over the 900 held-out images of the bench.
 #[test]
 fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
     let Some(shared) = shared_dir() else { return };

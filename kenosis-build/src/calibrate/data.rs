@@ -268,9 +268,9 @@ fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray:
 /// `count` deterministic synthetic samples with the given concrete `dims` per input (see
 /// [`super::shapes::resolve`]): image-like fields for photograph-sized `[N, 3, H, W]` float
 /// inputs (see `is_image`, `image_like`) in `image_ranges[i]` for input `i` (see
-/// [`super::image_range::infer`]), standard-normal values for other floats; for int64 inputs plausible token
-/// data (ids in [1000, 3000), masks of ones, token types of zeros) or, for a scalar sample
-/// rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
+/// [`super::image_range::infer`]), standard-normal values for other floats; for int64
+/// inputs plausible token data (ids in [1000, 3000), masks of ones, token types of zeros)
+/// or, for a scalar sample rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
 /// activations; real samples calibrate far better.
 ///
 /// # Errors

@@ -128,7 +128,7 @@ pub fn stem_convs(graph: &GraphProto, index: &GraphIndex, input: &str) -> Vec<St
 /// [`super::shapes::resolve`]): [`ImageRange::Normalized`] for inputs that are not synthesized as
 /// images (see [`synthesizes_image`]) or reach no Conv; otherwise [`range_for_stem_std`] of
 /// the median standard deviation over the channels of the input's stem Convs on
-/// [`PROBE_SAMPLES`] `[-1, 1]` fields. `model` is the runnable (normalized, BN-folded) model.
+/// `PROBE_SAMPLES` `[-1, 1]` fields. `model` is the runnable (normalized, BN-folded) model.
 ///
 /// # Errors
 /// [`crate::Error::Runtime`] or [`crate::Error::Calibration`] when the probe does not run.

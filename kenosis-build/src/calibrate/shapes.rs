@@ -201,8 +201,8 @@ pub fn predicts_densely(model: &ModelProto) -> bool {
 /// Concrete dims for every input of `model` (normalized) so that synthetic samples run.
 ///
 /// Inputs without symbolic dims are returned as declared without running anything. Symbolic
-/// H and W take classifier sizes first ([`SPATIAL`]), or detector sizes for a model that
-/// [`predicts_densely`] ([`DENSE_SPATIAL`]). When the preferred sizes fail, candidate sizes
+/// H and W take classifier sizes first (`SPATIAL`), or detector sizes for a model that
+/// [`predicts_densely`] (`DENSE_SPATIAL`). When the preferred sizes fail, candidate sizes
 /// are probed with one FP32 inference each (at most `MAX_PROBES`).
 ///
 /// # Errors
@@ -306,7 +306,8 @@ mod tests {
 
     /// A model whose one output declares `dims` (`None`: symbolic).
     fn model_with_output(dims: &[Option<i64>]) -> ModelProto {
-        use crate::onnx::{tensor_shape_proto::dimension::Value, type_proto, TensorShapeProto};
+        use crate::onnx::tensor_shape_proto::{dimension::Value, Dimension};
+        use crate::onnx::{type_proto, TensorShapeProto};
         let mut m = crate::normalize::test_graph::model(vec![], &["y"], vec![]);
         let out = &mut m.graph.as_mut().unwrap().output[0];
         let Some(type_proto::Value::TensorType(t)) = out.r#type.as_mut().unwrap().value.as_mut()
@@ -316,7 +317,7 @@ mod tests {
         t.shape = Some(TensorShapeProto {
             dim: dims
                 .iter()
-                .map(|d| crate::onnx::tensor_shape_proto::Dimension {
+                .map(|d| Dimension {
                     value: Some(d.map_or(Value::DimParam("n".into()), Value::DimValue)),
                     ..Default::default()
                 })
