@@ -75,9 +75,11 @@ impl Columns {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Acc {
     agree: usize,
+    /// Whether each image's top-1 matched, by its index in the file list.
+    agreed: Vec<(usize, bool)>,
     sum: f64,
     min: f64,
     score_sum: f64,
@@ -88,14 +90,17 @@ struct Acc {
 impl Acc {
     const EMPTY: Acc = Acc {
         agree: 0,
+        agreed: Vec::new(),
         sum: 0.0,
         min: f64::INFINITY,
         score_sum: 0.0,
         score_min: f64::INFINITY,
         n: 0,
     };
-    fn add(&mut self, reference: &[f32], y: &[f32], scores: Option<Columns>) {
-        self.agree += usize::from(argmax(reference) == argmax(y));
+    fn add(&mut self, image: usize, reference: &[f32], y: &[f32], scores: Option<Columns>) {
+        let agreed = argmax(reference) == argmax(y);
+        self.agree += usize::from(agreed);
+        self.agreed.push((image, agreed));
         let c = cosine(reference, y);
         self.sum += c;
         self.min = self.min.min(c);
@@ -106,9 +111,11 @@ impl Acc {
         }
         self.n += 1;
     }
-    fn merge(self, o: Acc) -> Acc {
+    fn merge(mut self, o: Acc) -> Acc {
+        self.agreed.extend(o.agreed);
         Acc {
             agree: self.agree + o.agree,
+            agreed: self.agreed,
             sum: self.sum + o.sum,
             min: self.min.min(o.min),
             score_sum: self.score_sum + o.score_sum,
@@ -117,6 +124,10 @@ impl Acc {
         }
     }
 }
+
+/// One candidate's fidelity and, per image of the file list (in its order), whether its
+/// top-1 class matched FP32's.
+pub type FidelityWithAgreement = (Fidelity, Vec<bool>);
 
 /// Compares every candidate model against `fp32` on `files` (loaded with `load`), in one
 /// pass: each image is decoded once and the FP32 output computed once. The images are split
@@ -129,7 +140,7 @@ pub fn fidelity(
     classifier: bool,
     scores: Option<Columns>,
     threads: usize,
-) -> Result<Vec<Result<Fidelity, String>>, String> {
+) -> Result<Vec<Result<FidelityWithAgreement, String>>, String> {
     let threads = threads.max(1).min(files.len().max(1));
     let per_worker: Vec<Result<Vec<Result<Acc, String>>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -139,13 +150,13 @@ pub fn fidelity(
                     let mut sessions: Vec<Result<Session, String>> =
                         candidates.iter().map(|b| session(b, 1, None)).collect();
                     let mut accs = vec![Acc::EMPTY; candidates.len()];
-                    for file in files.iter().skip(t).step_by(threads) {
+                    for (image, file) in files.iter().enumerate().skip(t).step_by(threads) {
                         let x = load(file);
                         let r = run(&mut reference, &x)?;
                         for (sess, acc) in sessions.iter_mut().zip(&mut accs) {
                             let Ok(s) = sess else { continue };
                             match run(s, &x) {
-                                Ok(y) => acc.add(&r, &y, scores),
+                                Ok(y) => acc.add(image, &r, &y, scores),
                                 Err(e) => *sess = Err(format!("{}: {e}", file.display())),
                             }
                         }
@@ -166,7 +177,7 @@ pub fn fidelity(
     let mut total: Vec<Result<Acc, String>> = vec![Ok(Acc::EMPTY); candidates.len()];
     for worker in per_worker {
         for (t, w) in total.iter_mut().zip(worker?) {
-            *t = match (t.clone(), w) {
+            *t = match (std::mem::replace(t, Ok(Acc::EMPTY)), w) {
                 (Ok(a), Ok(b)) => Ok(a.merge(b)),
                 (Err(e), _) | (_, Err(e)) => Err(e),
             };
@@ -175,16 +186,64 @@ pub fn fidelity(
     Ok(total
         .into_iter()
         .map(|acc| {
-            acc.map(|a| Fidelity {
-                top1_agreement: classifier.then(|| a.agree as f64 / a.n as f64),
-                mean_cosine: a.sum / a.n as f64,
-                min_cosine: a.min,
-                score_mean_cosine: scores.map(|_| a.score_sum / a.n as f64),
-                score_min_cosine: scores.map(|_| a.score_min),
-                images: a.n,
+            acc.map(|mut a| {
+                let f = Fidelity {
+                    top1_agreement: classifier.then(|| a.agree as f64 / a.n as f64),
+                    mean_cosine: a.sum / a.n as f64,
+                    min_cosine: a.min,
+                    score_mean_cosine: scores.map(|_| a.score_sum / a.n as f64),
+                    score_min_cosine: scores.map(|_| a.score_min),
+                    images: a.n,
+                };
+                a.agreed.sort_unstable_by_key(|&(image, _)| image);
+                (f, a.agreed.into_iter().map(|(_, agreed)| agreed).collect())
             })
         })
         .collect())
+}
+
+/// The difference in top-1 agreement of two models scored on the same images, with a 95%
+/// confidence interval for the difference of paired proportions (Wald interval with the
+/// McNemar variance; Agresti, "Categorical Data Analysis", comparing dependent proportions in
+/// matched pairs). Only the images where exactly one model agrees with FP32 inform it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PairedTop1 {
+    /// Images where only the first model's top-1 matched FP32.
+    pub only_first: usize,
+    /// Images where only the second model's top-1 matched FP32.
+    pub only_second: usize,
+    pub images: usize,
+    /// First minus second, in percentage points.
+    pub difference_points: f64,
+    /// Half-width of the 95% interval, in percentage points.
+    pub half_width_points: f64,
+}
+
+impl PairedTop1 {
+    /// `None` when the lists differ in length or are empty.
+    pub fn new(first: &[bool], second: &[bool]) -> Option<Self> {
+        if first.len() != second.len() || first.is_empty() {
+            return None;
+        }
+        let count = |a: bool, b: bool| {
+            first
+                .iter()
+                .zip(second)
+                .filter(|&(&x, &y)| x == a && y == b)
+                .count()
+        };
+        let (b, c, n) = (count(true, false), count(false, true), first.len());
+        let (b_f, c_f, n_f) = (b as f64, c as f64, n as f64);
+        let difference = (b_f - c_f) / n_f;
+        let variance = ((b_f + c_f) - (b_f - c_f).powi(2) / n_f) / (n_f * n_f);
+        Some(Self {
+            only_first: b,
+            only_second: c,
+            images: n,
+            difference_points: 100.0 * difference,
+            half_width_points: 100.0 * 1.96 * variance.max(0.0).sqrt(),
+        })
+    }
 }
 
 /// Latency statistics of one model, in milliseconds.
@@ -305,4 +364,31 @@ fn quantized_convs(qdq: &[u8]) -> usize {
                 .is_some_and(|w| dequantized.contains(w.as_str()))
         })
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PairedTop1;
+
+    #[test]
+    fn paired_top1_counts_only_the_discordant_images() {
+        // Image 0 both agree, 1-2 only the first, 3 only the second, 4 neither.
+        let first = [true, true, true, false, false];
+        let second = [true, false, false, true, false];
+        let p = PairedTop1::new(&first, &second).unwrap();
+        assert_eq!((p.only_first, p.only_second, p.images), (2, 1, 5));
+        assert!((p.difference_points - 20.0).abs() < 1e-9);
+        // Var = ((2 + 1) - (2 - 1)² / 5) / 5² = 0.112.
+        assert!((p.half_width_points - 100.0 * 1.96 * 0.112f64.sqrt()).abs() < 1e-9);
+        // Swapping the models negates the difference, not the interval.
+        let q = PairedTop1::new(&second, &first).unwrap();
+        assert!((q.difference_points + 20.0).abs() < 1e-9);
+        assert!((q.half_width_points - p.half_width_points).abs() < 1e-12);
+    }
+
+    #[test]
+    fn paired_top1_needs_the_same_images() {
+        assert!(PairedTop1::new(&[true], &[true, false]).is_none());
+        assert!(PairedTop1::new(&[], &[]).is_none());
+    }
 }

@@ -329,6 +329,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         },
         kenosis: QuantResult::default(),
         ort: QuantResult::default(),
+        top1_kenosis_minus_ort: None,
         kenosis_over_ort_latency: None,
         methods: Vec::new(),
         target: None,
@@ -503,8 +504,20 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
             return result;
         }
         Ok(fids) => {
+            let mut agreed = (None, None);
             for (c, f) in candidates.iter().zip(fids) {
+                let f = f.map(|(f, each)| {
+                    match c.slot {
+                        Slot::Kenosis => agreed.0 = Some(each),
+                        Slot::Ort => agreed.1 = Some(each),
+                        _ => {}
+                    }
+                    f
+                });
                 assign_fidelity(&mut result, c.slot, f);
+            }
+            if let (true, Some(k), Some(o)) = (spec.classifier, agreed.0, agreed.1) {
+                result.top1_kenosis_minus_ort = measure::PairedTop1::new(&k, &o);
             }
         }
     }
@@ -515,6 +528,9 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         if let Some(f) = r.fidelity {
             ctx.log(format!("  {name:<18} {}", describe(&f)));
         }
+    }
+    if let Some(p) = result.top1_kenosis_minus_ort {
+        ctx.log(format!("  Kenosis - ORT top-1 {}", report::describe_paired(&p)));
     }
     for r in result.methods.iter().filter(|r| !r.is_default) {
         if let Some(f) = r.fidelity {
