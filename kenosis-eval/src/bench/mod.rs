@@ -530,7 +530,10 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         }
     }
     if let Some(p) = result.top1_kenosis_minus_ort {
-        ctx.log(format!("  Kenosis - ORT top-1 {}", report::describe_paired(&p)));
+        ctx.log(format!(
+            "  Kenosis - ORT top-1 {}",
+            report::describe_paired(&p)
+        ));
     }
     for r in result.methods.iter().filter(|r| !r.is_default) {
         if let Some(f) = r.fidelity {
