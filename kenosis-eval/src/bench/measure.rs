@@ -212,6 +212,7 @@ pub struct PairedTop1 {
     pub only_first: usize,
     /// Images where only the second model's top-1 matched FP32.
     pub only_second: usize,
+    /// Images both models were scored on.
     pub images: usize,
     /// First minus second, in percentage points.
     pub difference_points: f64,
