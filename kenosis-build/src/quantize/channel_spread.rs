@@ -14,8 +14,9 @@
 //! (0.12-0.50 steps; the next is at 1.2). Output cosine with FP32 on 20 other photographs:
 //! 0.922 with both Convs quantized, 0.980 with both in FP32 (0.923 and 0.984 with synthetic
 //! calibration data in [0, 255], see [`crate::calibrate::image_range`]), for 1-2% more
-//! latency (7.32-7.41 ms against 7.22-7.27 ms; FP32 7.75 ms). With real calibration data, every other depthwise input of the shared and
-//! fetched models has at most 12% such channels.
+//! latency (7.32-7.41 ms against 7.22-7.27 ms; FP32 7.75 ms). With real calibration data,
+//! every other depthwise input of the shared and fetched models has at most 12% such
+//! channels.
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,9 +31,10 @@ use super::rewrite::Range;
 pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 
 /// Activation tensors read by a depthwise Conv of `weighted` (weighted ops with their
-/// weight initializer) that must stay FP32, each with the reason for the report: those with more than [`MAX_UNRESOLVED_FRACTION`] of their
-/// non-constant channels below one uint8 step of their calibrated `ranges`, as measured
-/// by `spreads` (population standard deviation per channel, axis 1). The pointwise
+/// weight initializer) that must stay FP32, each with the reason for the report: those with
+/// more than [`MAX_UNRESOLVED_FRACTION`] of their non-constant channels below one uint8 step
+/// of their calibrated `ranges`, as measured by `spreads` (population standard deviation per
+/// channel, axis 1). The pointwise
 /// activation and the weighted op that write such a tensor compute the same channels, so
 /// their tensors are included too, as long as each feeds only the next.
 ///

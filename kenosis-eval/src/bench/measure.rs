@@ -77,7 +77,6 @@ impl Columns {
 
 #[derive(Debug, Clone)]
 struct Acc {
-    agree: usize,
     /// Whether each image's top-1 matched, by its index in the file list.
     agreed: Vec<(usize, bool)>,
     sum: f64,
@@ -89,7 +88,6 @@ struct Acc {
 
 impl Acc {
     const EMPTY: Acc = Acc {
-        agree: 0,
         agreed: Vec::new(),
         sum: 0.0,
         min: f64::INFINITY,
@@ -98,9 +96,7 @@ impl Acc {
         n: 0,
     };
     fn add(&mut self, image: usize, reference: &[f32], y: &[f32], scores: Option<Columns>) {
-        let agreed = argmax(reference) == argmax(y);
-        self.agree += usize::from(agreed);
-        self.agreed.push((image, agreed));
+        self.agreed.push((image, argmax(reference) == argmax(y)));
         let c = cosine(reference, y);
         self.sum += c;
         self.min = self.min.min(c);
@@ -114,7 +110,6 @@ impl Acc {
     fn merge(mut self, o: Acc) -> Acc {
         self.agreed.extend(o.agreed);
         Acc {
-            agree: self.agree + o.agree,
             agreed: self.agreed,
             sum: self.sum + o.sum,
             min: self.min.min(o.min),
@@ -187,8 +182,9 @@ pub fn fidelity(
         .into_iter()
         .map(|acc| {
             acc.map(|mut a| {
+                let agree = a.agreed.iter().filter(|&&(_, agreed)| agreed).count();
                 let f = Fidelity {
-                    top1_agreement: classifier.then(|| a.agree as f64 / a.n as f64),
+                    top1_agreement: classifier.then(|| agree as f64 / a.n as f64),
                     mean_cosine: a.sum / a.n as f64,
                     min_cosine: a.min,
                     score_mean_cosine: scores.map(|_| a.score_sum / a.n as f64),

@@ -166,6 +166,7 @@ fn score_cos(f: &Option<Fidelity>) -> String {
         _ => "—".into(),
     }
 }
+
 /// `+1.5 points (95% interval +0.2 to +2.8; Kenosis alone agrees on 25 images, ORT alone on
 /// 11, of 900)`.
 pub fn describe_paired(p: &PairedTop1) -> String {
