@@ -136,8 +136,20 @@ impl Symbolic {
             .collect()
     }
 
+    /// The width for a symbolic W after a fixed H: the width paired with that height in
+    /// [`Self::spatial`] (a text-line recognizer fixed at 48 high reads 320 wide), or the
+    /// first preferred width when no candidate has that height.
+    fn width_for_fixed_height(&self, height: usize) -> usize {
+        self.spatial
+            .iter()
+            .find(|(h, _)| *h == height)
+            .unwrap_or(&self.spatial[0])
+            .1
+    }
+
     /// Concrete dims of every input for one choice per variable. A Width takes the size
-    /// paired with the Height just before it in the same input (224 if H is fixed).
+    /// paired with the Height just before it in the same input (see
+    /// [`Self::width_for_fixed_height`] when H is fixed).
     fn concrete(&self, choice: &[usize]) -> Vec<Vec<usize>> {
         self.dims
             .iter()
@@ -153,7 +165,8 @@ impl Symbolic {
                                 Some(Dim::Var(h)) if self.roles[h] == Role::Height => {
                                     self.spatial[choice[h]].1
                                 }
-                                _ => SPATIAL[0].1,
+                                Some(Dim::Fixed(h)) => self.width_for_fixed_height(h),
+                                _ => self.spatial[0].1,
                             },
                             Role::Other => OTHER[choice[var]],
                         },
@@ -351,6 +364,17 @@ mod tests {
         let first = |spatial| Symbolic::new(&image, spatial).concrete(&[0, 0]);
         assert_eq!(first(&SPATIAL), vec![vec![1, 3, 224, 224]]);
         assert_eq!(first(&DENSE_SPATIAL), vec![vec![1, 3, 640, 640]]);
+    }
+
+    #[test]
+    fn a_symbolic_width_after_a_fixed_height_takes_the_paired_width() {
+        let line = |h| [spec("x", &[None, Some(3), Some(h), None], &[None; 4])];
+        let width = |h, spatial| Symbolic::new(&line(h), spatial).concrete(&[0, 0])[0][3];
+        assert_eq!(width(48, &SPATIAL), 320);
+        assert_eq!(width(640, &DENSE_SPATIAL), 640);
+        // No candidate with that height: the first preferred width of the model's kind.
+        assert_eq!(width(100, &SPATIAL), 224);
+        assert_eq!(width(100, &DENSE_SPATIAL), 640);
     }
 
     #[test]
