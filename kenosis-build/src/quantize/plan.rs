@@ -469,9 +469,11 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
         .initializer
         .get(node.input.get(1)?)
         .map(|&k| &graph.initializer[k])?;
-    let kernel_area: i64 = weight.dims.iter().skip(2).product();
+    // Saturating: dims come from the file, and a malformed one must not overflow here.
+    let product = |dims: &[i64]| dims.iter().fold(1i64, |p, &d| p.saturating_mul(d));
+    let kernel_area = product(weight.dims.get(2..).unwrap_or_default());
     let depthwise = is_depthwise(node, &weight.dims);
-    let values: i64 = weight.dims.iter().product();
+    let values = product(&weight.dims);
     if depthwise && kernel_area > 9 {
         Some(ISOLATED_DEPTHWISE_REASON)
     } else if matches!(node.op_type(), "MatMul" | "Gemm") && values < TINY_WEIGHTS {
