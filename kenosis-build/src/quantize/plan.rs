@@ -469,14 +469,14 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
         .initializer
         .get(node.input.get(1)?)
         .map(|&k| &graph.initializer[k])?;
-    // Saturating: dims come from the file, and a malformed one must not overflow here.
-    let product = |dims: &[i64]| dims.iter().fold(1i64, |p, &d| p.saturating_mul(d));
-    let kernel_area = product(weight.dims.get(2..).unwrap_or_default());
+    // Dims come from the file: a product that overflows (or a negative dim) counts as huge.
+    let count = |dims: &[i64]| tensor::element_count(dims).unwrap_or(usize::MAX);
+    let kernel_area = count(weight.dims.get(2..).unwrap_or_default());
     let depthwise = is_depthwise(node, &weight.dims);
-    let values = product(&weight.dims);
+    let values = count(&weight.dims);
     if depthwise && kernel_area > 9 {
         Some(ISOLATED_DEPTHWISE_REASON)
-    } else if matches!(node.op_type(), "MatMul" | "Gemm") && values < TINY_WEIGHTS {
+    } else if matches!(node.op_type(), "MatMul" | "Gemm") && values < TINY_WEIGHTS as usize {
         Some(ISOLATED_TINY_REASON)
     } else {
         None
