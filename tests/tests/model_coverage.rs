@@ -238,9 +238,15 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
         "ops: {ops:?}"
     );
 
-    let eval = shots(&files[files.len() - 20..]);
+    // Every other photograph: the output is a two-class softmax, so a handful of photographs
+    // near the decision boundary move a 20-photograph mean by 0.005 either way (measured:
+    // 0.9936 on the last 20, 0.9907 on all 268 for the same artifact).
+    let eval = shots(&files[32..]);
     let cos = mean_cosine(&fp32, &q.bytes, &["x".into()], &eval, 0);
-    eprintln!("PP-OCR cls, 32 photographs as calibration: mean cosine {cos:.4}");
+    eprintln!(
+        "PP-OCR cls, 32 photographs as calibration: mean cosine {cos:.4} on {}",
+        eval.len()
+    );
     assert!(cos >= 0.99, "PP-OCR cls: mean cosine {cos:.4}");
 }
 
