@@ -68,6 +68,18 @@ fn check(expect: Expect) {
         expect.model
     );
 
+    // Reduce-range where the kernel needs it: 7-bit codes on dense weights, full 8-bit codes on
+    // depthwise Convs, which ORT runs with a kernel that has no int16 pair sums.
+    let (depthwise, dense) = weight_code_peaks(&q.bytes);
+    if QuantizeOptions::default().reduce_range {
+        assert!(dense <= 64, "{}: dense weight code {dense}", expect.model);
+        assert!(
+            depthwise.is_none_or(|d| d == 127),
+            "{}: depthwise weight codes peak at {depthwise:?}",
+            expect.model
+        );
+    }
+
     let f = compare(&mut reference, &mut int8, &eval);
     eprintln!(
         "{}: top-1 agreement {:.1}%, mean cosine {:.4}, min cosine {:.4}",
@@ -104,6 +116,57 @@ fn check(expect: Expect) {
         expect.model,
         k.mean_cosine
     );
+}
+
+/// The largest |int8 code| over the weights of depthwise Convs with multiplier one (`None`
+/// when there are none), and over every other Conv/Gemm/MatMul weight, in the QDQ `model`.
+fn weight_code_peaks(model: &[u8]) -> (Option<i32>, i32) {
+    use kenosis_build::onnx::ModelProto;
+    use prost::Message;
+    let graph = ModelProto::decode(model)
+        .expect("decodes")
+        .graph
+        .expect("graph");
+    let producer = |name: &str| {
+        graph
+            .node
+            .iter()
+            .find(|n| n.output.iter().any(|o| o == name))
+    };
+    let (mut depthwise, mut dense) = (None, 0);
+    for node in &graph.node {
+        if !matches!(node.op_type(), "Conv" | "Gemm" | "MatMul") {
+            continue;
+        }
+        let Some(dq) = node
+            .input
+            .get(1)
+            .and_then(|w| producer(w))
+            .filter(|dq| dq.op_type() == "DequantizeLinear")
+        else {
+            continue;
+        };
+        let Some(w) = graph.initializer.iter().find(|t| t.name() == dq.input[0]) else {
+            continue;
+        };
+        let peak = w
+            .raw_data()
+            .iter()
+            .map(|&b| (b as i8 as i32).abs())
+            .max()
+            .unwrap_or(0);
+        let group = node
+            .attribute
+            .iter()
+            .find(|a| a.name() == "group")
+            .map_or(1, |a| a.i());
+        if group > 1 && w.dims.first() == Some(&group) && w.dims.get(1) == Some(&1) {
+            depthwise = Some(depthwise.unwrap_or(0).max(peak));
+        } else {
+            dense = dense.max(peak);
+        }
+    }
+    (depthwise, dense)
 }
 
 /// Names of the QLinearConcat nodes in the ORT-optimized model at `path` with an input whose
