@@ -143,7 +143,8 @@ impl Config {
     /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build targets, whose
     /// u8·s8 kernels without VNNI saturate on full-range weights, unless the target enables
     /// VNNI (`avxvnni` or `avx512vnni` in cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with
-    /// `-C target-cpu=native` on such a CPU); off elsewhere.
+    /// `-C target-cpu=native` on such a CPU); off elsewhere. Depthwise Convs keep 8-bit
+    /// weights either way (see [`quantize::rewrite::runs_on_widening_kernel`]).
     pub fn reduce_range(mut self, enable: bool) -> Self {
         self.reduce_range = Some(enable);
         self

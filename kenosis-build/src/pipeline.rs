@@ -24,7 +24,9 @@ use crate::report::Report;
 pub struct QuantizeOptions {
     /// Per-channel weight scales (default) or one scale per weight tensor.
     pub per_channel: bool,
-    /// 7-bit weights for x86 CPUs without VNNI (see [`crate::quantize::params::WEIGHT_QMAX_REDUCED`]).
+    /// 7-bit weights for x86 CPUs without VNNI (see
+    /// [`crate::quantize::params::WEIGHT_QMAX_REDUCED`]), except on depthwise Convs (see
+    /// [`crate::quantize::rewrite::runs_on_widening_kernel`]).
     pub reduce_range: bool,
     /// Number of synthetic samples when no calibration data is given.
     pub synthetic_samples: usize,
