@@ -279,7 +279,7 @@ pub fn quantize_decoded(
         .collect();
     let grams: Vec<GramRequest> = weighted
         .iter()
-        .filter(|_| options.gptq_rounding)
+        .filter(|_| options.gptq_rounding || options.reduce_range)
         .filter_map(|(node, weight)| {
             Some(GramRequest {
                 key: node.output.first()?.clone(),
@@ -346,6 +346,7 @@ pub fn quantize_decoded(
         per_channel: options.per_channel,
         reduce_range: options.reduce_range,
         bias_correction: options.bias_correction,
+        gptq_rounding: options.gptq_rounding,
     };
     // Everything below reuses the calibration above: keeping more nodes in FP32 changes
     // which tensors are quantized, never the FP32 statistics they are quantized with.
@@ -483,6 +484,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
             per_channel: true,
             reduce_range: true,
             bias_correction: false,
+            gptq_rounding: false,
         },
     };
     let built = stats.build(&HashSet::new()).map_err(unsupported)?;

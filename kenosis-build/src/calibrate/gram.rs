@@ -3,7 +3,9 @@
 //!
 //! Memory is `K²` f64 per Conv (`K` = input channels × kernel area, capped at
 //! [`MAX_PATCH_LEN`]), whatever the number of samples; each sample contributes a fixed number
-//! of evenly spaced output positions.
+//! of evenly spaced output positions. One column in sixteen is also kept
+//! as is (at most [`KEPT_PATCHES`]), for simulating the integer kernel on real patches
+//! ([`crate::quantize::saturation`]).
 
 use ndarray::Array2;
 
@@ -16,6 +18,13 @@ pub const MAX_PATCH_LEN: usize = 1024;
 /// Patch columns gathered per Conv over the whole calibration set (spread evenly over the
 /// samples): enough for a well-conditioned `H` at the patch lengths seen in CNNs.
 pub const COLUMNS_PER_CONV: usize = 8192;
+
+/// Patch columns kept verbatim per Conv: `K` f32 each, 2 MiB at [`MAX_PATCH_LEN`].
+pub const KEPT_PATCHES: usize = 512;
+
+/// One column in this many is kept verbatim, so that [`KEPT_PATCHES`] spread over the
+/// whole calibration set.
+const KEPT_PATCH_STRIDE: usize = COLUMNS_PER_CONV / KEPT_PATCHES;
 
 /// The sliding-window geometry of a 2-D Conv.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +109,8 @@ pub struct PatchGram {
     sum: Vec<f64>,
     /// Number of columns folded in.
     pub columns: u64,
+    /// Row-major `kept × K` patches, kept verbatim (see [`KEPT_PATCHES`]).
+    kept: Vec<f32>,
 }
 
 impl PatchGram {
@@ -111,6 +122,7 @@ impl PatchGram {
             len: 0,
             sum: Vec::new(),
             columns: 0,
+            kept: Vec::new(),
         }
     }
 
@@ -158,6 +170,12 @@ impl PatchGram {
             self.len = len;
             self.sum = vec![0.0; len * len];
         }
+        for patch in patches.rows().into_iter().step_by(KEPT_PATCH_STRIDE) {
+            if self.kept.len() >= KEPT_PATCHES * len {
+                break;
+            }
+            self.kept.extend(patch.iter());
+        }
         for (s, &v) in self.sum.iter_mut().zip(gram.iter()) {
             *s += f64::from(v);
         }
@@ -167,6 +185,12 @@ impl PatchGram {
     /// `(K, row-major K × K sums)`, or `None` before any update.
     pub fn matrix(&self) -> Option<(usize, &[f64])> {
         (self.len > 0).then_some((self.len, self.sum.as_slice()))
+    }
+
+    /// `(K, row-major patches × K)`: the patches kept verbatim, each in the `H` order
+    /// (input channel, kernel row, kernel column); `None` before any update.
+    pub fn kept_patches(&self) -> Option<(usize, &[f32])> {
+        (self.len > 0).then_some((self.len, self.kept.as_slice()))
     }
 }
 

@@ -18,24 +18,22 @@ use super::params;
 /// the factorization stable when some inputs are (nearly) collinear.
 const DAMPENING: f64 = 0.01;
 
-/// GPTQ codes for a weight of `rows` output channels × `len` inputs (row-major, each row one
-/// output channel's inputs in the order `h` uses), with per-row `scales` (or a single
-/// scale). `h` is the row-major `len × len` input second-moment matrix.
+/// What GPTQ's column loop reads from one input second-moment matrix `H`: the upper
+/// Cholesky factor of the dampened `H⁻¹`. One factor serves every rounding of weights that
+/// read the same inputs (e.g. 7-bit and 8-bit candidates of one Conv).
+#[derive(Debug, Clone)]
+pub struct Factor {
+    len: usize,
+    /// Row-major `len × len` upper factor `U`, `H⁻¹ = Uᵀ·U`.
+    u: Vec<f64>,
+}
+
+/// The [`Factor`] of the row-major `len × len` input second-moment matrix `h`.
 ///
 /// Returns `None` when `h` has the wrong size or is not positive definite after dampening
 /// (the caller then keeps nearest rounding).
-pub fn round(
-    weight: &[f32],
-    rows: usize,
-    len: usize,
-    scales: &[f32],
-    reduce_range: bool,
-    h: &[f64],
-) -> Option<Vec<i8>> {
-    if weight.len() != rows * len
-        || h.len() != len * len
-        || !(scales.len() == rows || scales.len() == 1)
-    {
+pub fn factor(h: &[f64], len: usize) -> Option<Factor> {
+    if h.len() != len * len {
         return None;
     }
     let mut h = h.to_vec();
@@ -51,7 +49,25 @@ pub fn round(
         h[i * len + i] += DAMPENING * mean_diag;
     }
     let u = upper_cholesky_of_inverse(&h, len)?;
+    Some(Factor { len, u })
+}
 
+/// GPTQ codes for a weight of `rows` output channels × `factor`'s `len` inputs (row-major,
+/// each row one output channel's inputs in the order of the `H` behind `factor`), with
+/// per-row `scales` (or a single scale).
+///
+/// Returns `None` when the sizes disagree.
+pub fn round(
+    weight: &[f32],
+    rows: usize,
+    factor: &Factor,
+    scales: &[f32],
+    reduce_range: bool,
+) -> Option<Vec<i8>> {
+    let Factor { len, ref u } = *factor;
+    if weight.len() != rows * len || !(scales.len() == rows || scales.len() == 1) {
+        return None;
+    }
     let mut w: Vec<f64> = weight.iter().map(|&v| f64::from(v)).collect();
     let mut codes = vec![0i8; rows * len];
     for r in 0..rows {
@@ -174,7 +190,7 @@ mod tests {
             .iter()
             .map(|&v| params::quantize_weight(v, scale, true))
             .collect();
-        let gptq = round(&w, rows, len, &[scale], true, &h).unwrap();
+        let gptq = round(&w, rows, &factor(&h, len).unwrap(), &[scale], true).unwrap();
         let (e_nearest, e_gptq) = (
             output_error(&w, &nearest, scale, &xs, len),
             output_error(&w, &gptq, scale, &xs, len),
@@ -209,10 +225,11 @@ mod tests {
 
     #[test]
     fn wrong_sizes_and_indefinite_matrices_fall_back() {
-        assert_eq!(round(&[0.1; 4], 2, 2, &[0.01], true, &[1.0; 3]), None);
-        assert_eq!(
-            round(&[0.1; 4], 2, 2, &[0.01], true, &[-1.0, 0.0, 0.0, -1.0]),
-            None
-        );
+        assert!(factor(&[1.0; 3], 2).is_none());
+        assert!(factor(&[-1.0, 0.0, 0.0, -1.0], 2).is_none());
+        let f = factor(&[2.0, 0.5, 0.5, 1.0], 2).unwrap();
+        assert!(round(&[0.1; 4], 2, &f, &[0.01], true).is_some());
+        assert_eq!(round(&[0.1; 6], 2, &f, &[0.01], true), None);
+        assert_eq!(round(&[0.1; 4], 2, &f, &[0.01; 3], true), None);
     }
 }

@@ -6,4 +6,5 @@ pub mod gptq;
 pub mod params;
 pub mod plan;
 pub mod rewrite;
+pub mod saturation;
 pub mod weights;

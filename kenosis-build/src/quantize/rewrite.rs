@@ -24,11 +24,15 @@ pub struct WeightOptions {
     /// Per-channel scales along the output-channel axis (else one scale per tensor).
     pub per_channel: bool,
     /// 7-bit weights (`[-64, 64]`), see [`params::WEIGHT_QMAX_REDUCED`], except where
-    /// [`runs_on_widening_kernel`] holds.
+    /// [`runs_on_widening_kernel`] holds or a Conv's kept input patches show that 8 bits
+    /// cost less error than the saturation they cause ([`super::saturation`]).
     pub reduce_range: bool,
     /// Correct biases for the mean output shift of weight quantization
     /// (see [`super::bias_correction`]).
     pub bias_correction: bool,
+    /// GPTQ rounding where a Conv's input second moments were observed
+    /// (see [`super::gptq`]).
+    pub gptq_rounding: bool,
 }
 
 /// Counts of what the rewrite did, for the build report.
@@ -46,6 +50,11 @@ pub struct RewriteSummary {
     /// Weights whose codes come from GPTQ rounding rather than nearest rounding.
     #[serde(default)]
     pub weights_gptq_rounded: usize,
+    /// Weights given 8-bit codes although reduce-range is on: depthwise Convs on ORT's
+    /// widening kernel, and Convs whose simulated pair saturation costs less than the extra
+    /// bit saves.
+    #[serde(default)]
+    pub weights_full_range: usize,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.
@@ -275,19 +284,45 @@ pub fn rewrite(
                 .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
                 .fold(0.0, f32::max)],
         });
-        let reduce_range = options.reduce_range && !runs_on_widening_kernel(&node, &dims);
-        let mut q = weights::quantize(&w_values, &dims, axis, reduce_range, min_scales.as_deref());
-        // GPTQ codes on the same scales, where the input patches were observed (Conv
-        // weights `[O, C, kh, kw]` are rows of `C·kh·kw` in the patches' order).
+        // GPTQ codes on nearest rounding's scales, where the input patches were observed
+        // (Conv weights `[O, C, kh, kw]` are rows of `C·kh·kw` in the patches' order).
         let gram = node.output.first().and_then(|o| patch_grams.get(o));
-        if let Some((len, h)) = gram.and_then(PatchGram::matrix) {
+        let factor = gram
+            .filter(|_| options.gptq_rounding)
+            .and_then(PatchGram::matrix)
+            .and_then(|(len, h)| super::gptq::factor(h, len));
+        let quantize = |reduce_range| {
+            let mut q =
+                weights::quantize(&w_values, &dims, axis, reduce_range, min_scales.as_deref());
             let rows = dims.first().map_or(0, |&o| o as usize);
-            if let Some(codes) =
-                super::gptq::round(&w_values, rows, len, &q.scales, reduce_range, h)
-            {
+            let gptq = factor
+                .as_ref()
+                .and_then(|f| super::gptq::round(&w_values, rows, f, &q.scales, reduce_range));
+            let rounded = gptq.is_some();
+            if let Some(codes) = gptq {
                 q.codes = codes;
-                summary.weights_gptq_rounded += 1;
             }
+            (q, rounded)
+        };
+        let mut reduce_range = options.reduce_range && !runs_on_widening_kernel(&node, &dims);
+        let (mut q, mut gptq_rounded) = quantize(reduce_range);
+        // Judged on the final codes: GPTQ moves codes towards the clamp, where pairs clip.
+        if let Some((len, patches)) = gram
+            .and_then(PatchGram::kept_patches)
+            .filter(|_| reduce_range)
+        {
+            let (full, full_gptq) = quantize(false);
+            if super::saturation::full_range_pays(
+                patches, len, &dims, &x.params, &w_values, &q, &full,
+            ) {
+                (q, gptq_rounded, reduce_range) = (full, full_gptq, false);
+            }
+        }
+        if options.reduce_range && !reduce_range {
+            summary.weights_full_range += 1;
+        }
+        if gptq_rounded {
+            summary.weights_gptq_rounded += 1;
         }
         // Bias correction; Conv and Gemm without a bias get one to carry it.
         let mut bias_slot = wp.bias_slot;
