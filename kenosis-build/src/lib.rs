@@ -144,7 +144,9 @@ impl Config {
     /// u8·s8 kernels without VNNI saturate on full-range weights, unless the target enables
     /// VNNI (`avxvnni` or `avx512vnni` in cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with
     /// `-C target-cpu=native` on such a CPU); off elsewhere. Depthwise Convs keep 8-bit
-    /// weights either way (see [`quantize::rewrite::runs_on_widening_kernel`]).
+    /// weights either way (see [`quantize::rewrite::runs_on_widening_kernel`]), and so does
+    /// each Conv whose simulated int16 pair saturation, on the calibration data, costs less
+    /// than the extra bit saves (see [`quantize::saturation`]).
     pub fn reduce_range(mut self, enable: bool) -> Self {
         self.reduce_range = Some(enable);
         self

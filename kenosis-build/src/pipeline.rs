@@ -26,7 +26,8 @@ pub struct QuantizeOptions {
     pub per_channel: bool,
     /// 7-bit weights for x86 CPUs without VNNI (see
     /// [`crate::quantize::params::WEIGHT_QMAX_REDUCED`]), except on depthwise Convs (see
-    /// [`crate::quantize::rewrite::runs_on_widening_kernel`]).
+    /// [`crate::quantize::rewrite::runs_on_widening_kernel`]) and on Convs that the simulated
+    /// kernel shows gain from 8 bits (see [`crate::quantize::saturation`]).
     pub reduce_range: bool,
     /// Number of synthetic samples when no calibration data is given.
     pub synthetic_samples: usize,

@@ -15,7 +15,7 @@
 //! | `calibration` | string | folder of `.npy` calibration samples, relative to the crate root; a leading `$OUT_DIR` is the build script's `OUT_DIR` |
 //! | `method` | `"minmax"`, `"percentile"` (= `"percentile(99.99)"`), `"percentile(P)"`, `"entropy"`, `"mse"` | calibration range method |
 //! | `per_channel` | bool | per-channel weight scales |
-//! | `reduce_range` | bool | 7-bit weights (depthwise Convs keep 8 bits) |
+//! | `reduce_range` | bool | 7-bit weights where the integer kernel would saturate (depthwise Convs, and Convs whose simulated saturation costs less than the extra bit saves, keep 8 bits) |
 //! | `bias_correction` | bool | bias correction |
 //! | `gptq_rounding` | bool | GPTQ (error-compensating) weight rounding |
 //! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
