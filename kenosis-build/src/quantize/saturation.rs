@@ -47,7 +47,7 @@ pub fn full_range_pays(
     let (o, c, kh, kw) = (o as usize, c as usize, kh as usize, kw as usize);
     let consistent = len > 0
         && len == c * kh * kw
-        && patches.len() % len == 0
+        && patches.len().is_multiple_of(len)
         && weight.len() == o * len
         && [reduced, full]
             .iter()
