@@ -137,41 +137,36 @@ mod tests {
         (0..o * c).map(|k| f(k / c, k % c)).collect()
     }
 
+    /// Clipping energy of one-scale weight `codes` on one patch of u8 `inputs`, both in
+    /// (channel, kernel row, kernel column) order, input scale 1.
+    fn clipped(codes: Vec<i8>, inputs: &[u8], shape: [usize; 3]) -> f64 {
+        let q = QuantizedWeight {
+            codes,
+            scales: vec![1.0],
+        };
+        clipping_energy(inputs, inputs.len(), shape, 1.0, &q, |q, _| q.scales[0])
+    }
+
     #[test]
     fn pairs_of_large_weights_on_large_codes_clip() {
         // Codes 255 on two channels meeting 8-bit weights 127, 127: 64770, clipped to 32767.
-        let q = QuantizedWeight {
-            codes: vec![127, 127, 0, 0],
-            scales: vec![0.5],
-        };
-        let energy = clipping_energy(&[255, 255, 0, 0], 4, [4, 1, 1], 2.0, &q, |q, _| q.scales[0]);
+        let energy = clipped(vec![127, 127, 0, 0], &[255, 255, 0, 0], [4, 1, 1]);
         assert_eq!(energy, (64770.0f64 - 32767.0).powi(2));
         // Opposite signs cannot leave the int16 range; neither can 7-bit codes.
         for codes in [vec![127, -127, 0, 0], vec![64, 64, 0, 0]] {
-            let q = QuantizedWeight {
-                codes,
-                scales: vec![0.5],
-            };
-            assert_eq!(
-                clipping_energy(&[255, 255, 0, 0], 4, [4, 1, 1], 2.0, &q, |q, _| q.scales[0]),
-                0.0
-            );
+            assert_eq!(clipped(codes, &[255, 255, 0, 0], [4, 1, 1]), 0.0);
         }
     }
 
     #[test]
     fn pairs_are_adjacent_channels_at_one_kernel_tap() {
-        // C = 2, 1x2 kernel: patch order (c0 t0, c0 t1, c1 t0, c1 t1); the kernel pairs
-        // (c0 t0, c1 t0) and (c0 t1, c1 t1). Large weights on c0 t0 and c1 t0 only.
-        let q = QuantizedWeight {
-            codes: vec![127, 0, 127, 0],
-            scales: vec![1.0],
-        };
-        let hit = clipping_energy(&[255, 0, 255, 0], 4, [2, 1, 2], 1.0, &q, |q, _| q.scales[0]);
-        assert!(hit > 0.0);
-        // The same codes paired within a channel (the NCHW order) would never clip.
-        let miss = clipping_energy(&[0, 255, 0, 255], 4, [2, 1, 2], 1.0, &q, |q, _| q.scales[0]);
-        assert_eq!(miss, 0.0);
+        // C = 2, 1x2 kernel: patch order (c0 t0, c0 t1, c1 t0, c1 t1); the NHWC kernel pairs
+        // (c0 t0, c1 t0) and (c0 t1, c1 t1).
+        let across_channels = clipped(vec![127, 0, 127, 0], &[255, 0, 255, 0], [2, 1, 2]);
+        assert!(across_channels > 0.0);
+        // Neighbours in the patch order (one channel, two taps) never share a pair.
+        let along_taps = clipped(vec![127, 127, 0, 0], &[255, 255, 0, 0], [2, 1, 2]);
+        assert_eq!(along_taps, 0.0);
     }
 
     /// 64 patches of a 1x1 Conv with 16 channels and 4 outputs, inputs `value(row, channel)`.
