@@ -43,12 +43,19 @@ pub fn full_range_pays(
     reduced: &QuantizedWeight,
     full: &QuantizedWeight,
 ) -> bool {
-    let &[o, c, kh, kw] = dims else { return false };
-    let (o, c, kh, kw) = (o as usize, c as usize, kh as usize, kw as usize);
+    let Some(&[o, c, kh, kw]) = dims
+        .iter()
+        .map(|&d| usize::try_from(d).ok())
+        .collect::<Option<Vec<usize>>>()
+        .as_deref()
+    else {
+        return false;
+    };
+    let product = |a: usize, b: usize| a.checked_mul(b);
     let consistent = len > 0
-        && len == c * kh * kw
+        && product(c, kh).and_then(|v| product(v, kw)) == Some(len)
         && patches.len().is_multiple_of(len)
-        && weight.len() == o * len
+        && product(o, len) == Some(weight.len())
         && [reduced, full]
             .iter()
             .all(|q| q.codes.len() == weight.len() && (q.scales.len() == 1 || q.scales.len() == o));
@@ -208,32 +215,13 @@ mod tests {
     fn inconsistent_inputs_keep_seven_bits() {
         let q = weights::quantize(&[0.5; 8], &[2, 4, 1, 1], Some(0), false, None);
         let p = ActivationParams::from_range(0.0, 1.0);
-        assert!(!full_range_pays(
-            &[],
-            4,
-            &[2, 4, 1, 1],
-            &p,
-            &[0.5; 8],
-            &q,
-            &q
-        ));
-        assert!(!full_range_pays(
-            &[0.1; 6],
-            4,
-            &[2, 4, 1, 1],
-            &p,
-            &[0.5; 8],
-            &q,
-            &q
-        ));
-        assert!(!full_range_pays(
-            &[0.1; 8],
-            4,
-            &[2, 4, 1],
-            &p,
-            &[0.5; 8],
-            &q,
-            &q
-        ));
+        let pays = |patches: &[f32], dims: &[i64]| {
+            full_range_pays(patches, 4, dims, &p, &[0.5; 8], &q, &q)
+        };
+        assert!(!pays(&[], &[2, 4, 1, 1]), "no patches");
+        assert!(!pays(&[0.1; 6], &[2, 4, 1, 1]), "a partial patch");
+        assert!(!pays(&[0.1; 8], &[2, 4, 1]), "not a 2-D Conv weight");
+        assert!(!pays(&[0.1; 8], &[i64::MAX, 4, 1, 1]), "overflowing dims");
+        assert!(!pays(&[0.1; 8], &[2, -4, 1, 1]), "a negative dim");
     }
 }
