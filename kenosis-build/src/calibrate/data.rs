@@ -270,8 +270,8 @@ fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray:
 /// inputs (see `is_image`, `image_like`) in `image_ranges[i]` for input `i` (see
 /// [`super::image_range::infer`]), standard-normal values for other floats; for int64
 /// inputs plausible token data (ids in [1000, 3000), masks of ones, token types of zeros)
-/// or, for a scalar sample rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data only approximate real
-/// activations; real samples calibrate far better.
+/// or, for a scalar sample rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data
+/// only approximate real activations; real samples calibrate far better.
 ///
 /// # Errors
 /// [`Error::Calibration`] when an input has an element type that cannot be synthesized or

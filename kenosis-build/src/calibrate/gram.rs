@@ -3,8 +3,8 @@
 //!
 //! Memory is `K²` f64 per Conv (`K` = input channels × kernel area, capped at
 //! [`MAX_PATCH_LEN`]), whatever the number of samples; each sample contributes a fixed number
-//! of evenly spaced output positions. One column in sixteen is also kept
-//! as is (at most [`KEPT_PATCHES`]), for simulating the integer kernel on real patches
+//! of evenly spaced output positions. One column in sixteen is also kept as is (at most
+//! [`KEPT_PATCHES`]), for simulating the integer kernel on real patches
 //! ([`crate::quantize::saturation`]).
 
 use ndarray::Array2;

@@ -34,9 +34,9 @@ pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 /// weight initializer) that must stay FP32, each with the reason for the report: those with
 /// more than [`MAX_UNRESOLVED_FRACTION`] of their non-constant channels below one uint8 step
 /// of their calibrated `ranges`, as measured by `spreads` (population standard deviation per
-/// channel, axis 1). The pointwise
-/// activation and the weighted op that write such a tensor compute the same channels, so
-/// their tensors are included too, as long as each feeds only the next.
+/// channel, axis 1). The pointwise activation and the weighted op that write such a tensor
+/// compute the same channels, so their tensors are included too, as long as each feeds only
+/// the next.
 ///
 /// Only the stem qualifies: no weighted op may run before that chain. There the FP32 ops
 /// read the float model input, so they need no extra DequantizeLinear, and measured on

@@ -373,9 +373,7 @@ pub fn rewrite(
 
         if let (Some(slot), Some(b)) = (bias_slot, bias) {
             let b_scales: Vec<f64> = (0..b.len())
-                .map(|c| {
-                    params::bias_scale(x.params.scale, q.scales[if axis.is_some() { c } else { 0 }])
-                })
+                .map(|c| params::bias_scale(x.params.scale, q.channel_scale(c)))
                 .collect();
             let b_codes: Vec<i32> = b
                 .iter()

@@ -66,12 +66,10 @@ pub fn full_range_pays(
     let codes: Vec<u8> = patches.iter().map(|&v| input.quantize(v)).collect();
     let x = Array2::from_shape_fn((rows, len), |(r, k)| input.dequantize(codes[r * len + k]));
     let w = ArrayView2::from_shape((o, len), weight).expect("checked size");
-    let scale =
-        |q: &QuantizedWeight, row: usize| q.scales[if q.scales.len() == 1 { 0 } else { row }];
 
     let rounding_energy = |q: &QuantizedWeight| -> f64 {
         let err = Array2::from_shape_fn((o, len), |(r, k)| {
-            w[(r, k)] - f32::from(q.codes[r * len + k]) * scale(q, r)
+            w[(r, k)] - f32::from(q.codes[r * len + k]) * q.channel_scale(r)
         });
         x.dot(&err.t()).iter().map(|&v| f64::from(v).powi(2)).sum()
     };
@@ -80,7 +78,7 @@ pub fn full_range_pays(
     if full_energy >= reduced_energy {
         return false;
     }
-    let clip_energy = clipping_energy(&codes, len, [c, kh, kw], input.scale, full, scale);
+    let clip_energy = clipping_energy(&codes, len, [c, kh, kw], input.scale, full);
     full_energy + clip_energy < reduced_energy
 }
 
@@ -93,7 +91,6 @@ fn clipping_energy(
     [c, kh, kw]: [usize; 3],
     input_scale: f32,
     q: &QuantizedWeight,
-    scale: impl Fn(&QuantizedWeight, usize) -> f32,
 ) -> f64 {
     // NHWC K order: position t = (dy·kw + dx)·C + ci reads patch index (ci·kh + dy)·kw + dx.
     let nhwc: Vec<usize> = (0..len)
@@ -119,7 +116,7 @@ fn clipping_energy(
         if risky.is_empty() {
             continue;
         }
-        let step = f64::from(input_scale) * f64::from(scale(q, row));
+        let step = f64::from(input_scale) * f64::from(q.channel_scale(row));
         for patch in codes.chunks_exact(len).take(rows) {
             let excess: i64 = risky
                 .iter()
@@ -151,7 +148,7 @@ mod tests {
             codes,
             scales: vec![1.0],
         };
-        clipping_energy(inputs, inputs.len(), shape, 1.0, &q, |q, _| q.scales[0])
+        clipping_energy(inputs, inputs.len(), shape, 1.0, &q)
     }
 
     #[test]

@@ -11,6 +11,13 @@ pub struct QuantizedWeight {
     pub scales: Vec<f32>,
 }
 
+impl QuantizedWeight {
+    /// The scale of channel `c` along the quantization axis (the single scale per tensor).
+    pub fn channel_scale(&self, c: usize) -> f32 {
+        self.scales[if self.scales.len() == 1 { 0 } else { c }]
+    }
+}
+
 /// Index of the channel each element of a row-major tensor with `dims` belongs to, along
 /// `axis` (ONNX DequantizeLinear-13 `axis` semantics); always 0 per tensor.
 fn channel_of(dims: &[i64], axis: Option<usize>) -> impl Fn(usize) -> usize {
