@@ -310,11 +310,13 @@ pub fn quantize_decoded(
         .iter()
         .map(|(t, m)| (t.clone(), m.std_devs()))
         .collect();
+    // Ranges of tensors feeding only a SiLU, Sigmoid or Tanh are judged after it.
+    let read_by = calibrate::activation::sole_readers(graph);
     let ranges: HashMap<String, Range> = observations
         .histograms
         .iter()
         .filter_map(|(name, h)| {
-            calibrate::range::choose(h, options.method)
+            calibrate::range::choose(h, options.method, read_by.get(name).copied())
                 .map(|(min, max)| (name.clone(), Range { min, max }))
         })
         .collect();

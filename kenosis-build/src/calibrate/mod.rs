@@ -1,6 +1,7 @@
 //! Calibration: input samples, running the FP32 model in ONNX Runtime with the planned
 //! tensors exposed, and streaming statistics over them.
 
+pub mod activation;
 pub mod data;
 pub mod gram;
 pub mod image_range;

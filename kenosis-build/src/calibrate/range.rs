@@ -26,7 +26,19 @@
 //!
 //! Entropy and MSE search candidate ranges `[t·min, t·max]` for shrink factors `t` in (0, 1],
 //! so the sign structure (e.g. a ReLU output's zero lower bound) is kept.
+//!
+//! **MSE after the reader.** When a tensor's only reader is a saturating activation
+//! ([`Activation`]: a SiLU, Sigmoid or Tanh), MSE measures the error after it,
+//! `(f(x̂) − f(x))²`, and shrinks the two ends of the range independently: the flat side of
+//! the activation then costs little to clip, and the levels it frees go where `f` has slope.
+//! AdaRound (Nagel et al. 2020, "Up or Down? Adaptive Rounding", §4) likewise measures its
+//! layer-wise loss after the activation function; here that choice sets the range rather
+//! than the rounding. Measured on YOLOX-Nano (calibration on 100 COCO images, evaluation on
+//! 200 others, fused in ONNX Runtime): its SiLU inputs' median negative end moves from -6.9
+//! to -3.7 (positive end 5.6 → 6.1), output cosine 0.9775 → 0.9835, score columns 0.910 →
+//! 0.931. Models without such readers (EfficientNet-Lite0, SqueezeNet) are byte-identical.
 
+pub use super::activation::Activation;
 use super::stats::Histogram;
 
 /// How an activation's range is chosen from its statistics: the call-site grammar's own
@@ -38,7 +50,9 @@ pub use kenosis_options::Method;
 const LEVELS: f64 = 255.0;
 
 /// The chosen `(min, max)` for `hist` under `method`; `None` when nothing was observed.
-pub fn choose(hist: &Histogram, method: Method) -> Option<(f32, f32)> {
+/// `read_by`: the activation that is the tensor's only reader, if any; it refines MSE only
+/// (see the module docs), the other methods are the user's explicit choice of criterion.
+pub fn choose(hist: &Histogram, method: Method, read_by: Option<Activation>) -> Option<(f32, f32)> {
     if !hist.min_max.is_set() {
         return None;
     }
@@ -62,7 +76,10 @@ pub fn choose(hist: &Histogram, method: Method) -> Option<(f32, f32)> {
             (low.min(0.0).max(lo), high.max(0.0).min(hi))
         }
         Method::Entropy => search(hist, lo, hi, kl_divergence),
-        Method::Mse => search(hist, lo, hi, squared_error),
+        Method::Mse => match read_by {
+            Some(f) => search_after(hist, lo, hi, f),
+            None => search(hist, lo, hi, squared_error),
+        },
     };
     Some((min as f32, max as f32))
 }
@@ -113,6 +130,65 @@ fn search(hist: &Histogram, lo: f64, hi: f64, cost: fn(&Histogram, f64, f64) -> 
         }
     }
     (best.1, best.2)
+}
+
+/// The range `[t_lo·lo, t_hi·hi]` minimizing [`squared_error_after`] `f`, both shrink factors
+/// from [`candidates`]. About 40 000 pairs would each cost a pass over the histogram, so the
+/// search narrows down: every 8th pair, then the pairs within 8 and within 2 of the best so
+/// far (every 2nd, then every one), about 730 passes. Searching on a 4x coarser histogram
+/// first was 3x faster but cost YOLOX-Nano 0.0009 of output cosine.
+fn search_after(hist: &Histogram, lo: f64, hi: f64, f: Activation) -> (f64, f64) {
+    let t: Vec<f64> = candidates().collect();
+    // A side at 0 (e.g. all values non-negative) has nothing to shrink.
+    let last = |end: f64| if end == 0.0 { 0 } else { t.len() - 1 };
+    let (last_lo, last_hi) = (last(lo), last(hi));
+    let bins: Vec<(f64, f64, f64)> = (0..hist.counts.len())
+        .filter(|&k| hist.counts[k] > 0)
+        .map(|k| {
+            let x = hist.center(k);
+            (hist.counts[k] as f64, x, f.apply(x))
+        })
+        .collect();
+    let best = |is: Vec<usize>, js: Vec<usize>| {
+        is.iter()
+            .flat_map(|&i| js.iter().map(move |&j| (i, j)))
+            .map(|(i, j)| (squared_error_after(&bins, lo * t[i], hi * t[j], f), (i, j)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or((0, 0), |(_, p)| p)
+    };
+    let around = |k: usize, radius: usize, step: usize, last: usize| -> Vec<usize> {
+        (k.saturating_sub(radius)..=(k + radius).min(last))
+            .step_by(step)
+            .collect()
+    };
+    let mut at = best(
+        (0..=last_lo).step_by(8).collect(),
+        (0..=last_hi).step_by(8).collect(),
+    );
+    for (radius, step) in [(8, 2), (2, 1)] {
+        at = best(
+            around(at.0, radius, step, last_lo),
+            around(at.1, radius, step, last_hi),
+        );
+    }
+    (lo * t[at.0], hi * t[at.1])
+}
+
+/// Squared error of `f` applied after uint8 quantize-dequantize on `[a, b]` against `f` of the
+/// exact value, over `bins` of `(count, centre, f(centre))`. `f` is evaluated once per level.
+fn squared_error_after(bins: &[(f64, f64, f64)], a: f64, b: f64, f: Activation) -> f64 {
+    let scale = (b - a) / LEVELS;
+    let zp = (-a / scale).round();
+    let level: Vec<f64> = (0..=LEVELS as usize)
+        .map(|q| f.apply((q as f64 - zp) * scale))
+        .collect();
+    bins.iter()
+        .map(|&(c, x, fx)| {
+            let q = ((x / scale).round() + zp).clamp(0.0, LEVELS) as usize;
+            let err = fx - level[q];
+            c * err * err
+        })
+        .sum()
 }
 
 /// Squared error of uint8 quantize-dequantize on range `[a, b]` (includes 0), summed over
@@ -210,12 +286,12 @@ mod tests {
     #[test]
     fn minmax_never_clips() {
         let h = gaussian_with_outliers();
-        assert_eq!(choose(&h, Method::MinMax), Some((-40.0, 40.0)));
+        assert_eq!(choose(&h, Method::MinMax, None), Some((-40.0, 40.0)));
     }
 
     #[test]
     fn percentile_clips_to_the_bulk() {
-        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Percentile(99.99)).unwrap();
+        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Percentile(99.99), None).unwrap();
         // The 0.01% tails of N(0,1) are at about ±3.7σ.
         assert!((3.0..5.0).contains(&hi), "hi {hi}");
         assert!((-5.0..-3.0).contains(&lo), "lo {lo}");
@@ -223,7 +299,7 @@ mod tests {
 
     #[test]
     fn entropy_clips_the_outliers() {
-        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Entropy).unwrap();
+        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Entropy, None).unwrap();
         assert!(hi < 12.0 && hi > 2.0, "hi {hi}");
         assert!(lo > -12.0 && lo < -2.0, "lo {lo}");
     }
@@ -255,7 +331,7 @@ mod tests {
         // zero spike is exact under every range and must not pull the search towards
         // narrow ranges (without that, Entropy cut this at 1.5).
         for method in [Method::Entropy, Method::Mse] {
-            let (lo, hi) = choose(&relu6_output(), method).unwrap();
+            let (lo, hi) = choose(&relu6_output(), method, None).unwrap();
             assert_eq!(lo, 0.0, "{method:?}");
             assert!(hi > 5.5, "{method:?} clips ReLU6 at {hi}");
         }
@@ -266,7 +342,7 @@ mod tests {
         // Expected squared error ≈ 4·(40−c)² + 1e6·(2c/255)²/12, minimal near c ≈ 17.5:
         // MSE clips the outliers, but far less than entropy (4 values weigh little
         // against a million).
-        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Mse).unwrap();
+        let (lo, hi) = choose(&gaussian_with_outliers(), Method::Mse, None).unwrap();
         assert!((12.0..25.0).contains(&hi), "hi {hi}");
         assert!((-25.0..-12.0).contains(&lo), "lo {lo}");
     }
@@ -276,8 +352,80 @@ mod tests {
         let values: Vec<f32> = (0..10_000).map(|i| i as f32 / 10_000.0 * 6.0).collect();
         let mut h = Histogram::default();
         h.update(&values);
-        let (lo, hi) = choose(&h, Method::Mse).unwrap();
+        let (lo, hi) = choose(&h, Method::Mse, None).unwrap();
         assert_eq!(lo, 0.0);
         assert!(hi > 5.9, "uniform data has no outliers to clip: {hi}");
+    }
+
+    /// 1M values of N(0, 4²) and the histogram they fill: a Conv output's spread before
+    /// an activation.
+    fn wide_gaussian() -> (Vec<f32>, Histogram) {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let values: Vec<f32> = (0..1_000_000)
+            .map(|_| 4.0 * rng.sample::<f32, _>(StandardNormal))
+            .collect();
+        let mut h = Histogram::default();
+        for chunk in values.chunks(10_000) {
+            h.update(chunk);
+        }
+        (values, h)
+    }
+
+    /// Mean of `(f(x̂) − f(x))²` over the raw `values`, quantized exactly as ONNX Runtime
+    /// does on `[lo, hi]` (scale and rounded zero point as in `params`).
+    fn error_after(values: &[f32], (lo, hi): (f32, f32), f: Activation) -> f64 {
+        let (lo, hi) = (f64::from(lo), f64::from(hi));
+        let scale = (hi - lo) / LEVELS;
+        let zp = (-lo / scale).round();
+        let total: f64 = values
+            .iter()
+            .map(|&v| {
+                let x = f64::from(v);
+                let q = ((x / scale).round() + zp).clamp(0.0, LEVELS);
+                (f.apply((q - zp) * scale) - f.apply(x)).powi(2)
+            })
+            .sum();
+        total / values.len() as f64
+    }
+
+    #[test]
+    fn mse_before_an_activation_clips_its_flat_side_and_lowers_the_error_after_it() {
+        let (values, h) = wide_gaussian();
+        let plain = choose(&h, Method::Mse, None).unwrap();
+        for f in [
+            Activation::QuickGelu { alpha: 1.0 },
+            Activation::Sigmoid,
+            Activation::Tanh,
+        ] {
+            let after = choose(&h, Method::Mse, Some(f)).unwrap();
+            // The flat negative side is cut (SiLU(-9) ≈ -0.001, Sigmoid(-9) ≈ 1e-4)...
+            assert!(
+                after.0 > -9.0 && after.0 > 0.6 * plain.0,
+                "{f:?}: {after:?} vs {plain:?}"
+            );
+            // ...and the error measured after the activation, on the raw values, drops.
+            let (e_after, e_plain) = (
+                error_after(&values, after, f),
+                error_after(&values, plain, f),
+            );
+            assert!(e_after < 0.8 * e_plain, "{f:?}: {e_after:e} vs {e_plain:e}");
+        }
+        // Sigmoid also saturates above: its positive end is cut like its negative one, while
+        // SiLU's, linear there, keeps at least plain MSE's.
+        let sigmoid = choose(&h, Method::Mse, Some(Activation::Sigmoid)).unwrap();
+        let silu = choose(&h, Method::Mse, Some(Activation::QuickGelu { alpha: 1.0 })).unwrap();
+        assert!(sigmoid.1 < 0.6 * plain.1, "{sigmoid:?} vs {plain:?}");
+        assert!(silu.1 >= plain.1, "{silu:?} vs {plain:?}");
+    }
+
+    #[test]
+    fn the_reader_refines_mse_only() {
+        let (_, h) = wide_gaussian();
+        for method in [Method::MinMax, Method::Percentile(99.9), Method::Entropy] {
+            assert_eq!(
+                choose(&h, method, Some(Activation::Sigmoid)),
+                choose(&h, method, None)
+            );
+        }
     }
 }

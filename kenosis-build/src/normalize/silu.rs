@@ -20,6 +20,9 @@ use crate::onnx::{attr, dtype, ModelProto, NodeProto, OperatorSetIdProto};
 
 /// Domain of ONNX Runtime's contrib operators.
 pub const ORT_DOMAIN: &str = "com.microsoft";
+/// `QuickGelu`'s `alpha` when the attribute is absent (ONNX Runtime's contrib op spec: the
+/// GELU approximation `x · sigmoid(1.702 x)`).
+pub const QUICK_GELU_DEFAULT_ALPHA: f32 = 1.702;
 /// The fused op's type in [`ORT_DOMAIN`].
 pub const QUICK_GELU: &str = "QuickGelu";
 
@@ -92,7 +95,7 @@ fn imports(model: &ModelProto, domain: &str) -> bool {
 pub fn is_fused_silu(node: &NodeProto) -> bool {
     node.domain() == ORT_DOMAIN
         && node.op_type() == QUICK_GELU
-        && attr::float(node, "alpha", 1.0) == 1.0
+        && attr::float(node, "alpha", QUICK_GELU_DEFAULT_ALPHA) == 1.0
 }
 
 #[cfg(test)]
@@ -138,6 +141,9 @@ mod tests {
         // A model's own QuickGelu of another alpha (GELU approximation) is not a SiLU.
         let mut gelu = g.node[0].clone();
         gelu.attribute = vec![attr::make_float("alpha", 1.702)];
+        assert!(!is_fused_silu(&gelu));
+        // Nor is one without the attribute: ORT's default alpha is 1.702.
+        gelu.attribute.clear();
         assert!(!is_fused_silu(&gelu));
     }
 
