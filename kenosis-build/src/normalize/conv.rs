@@ -60,11 +60,11 @@ pub(super) fn out_channels(node: &NodeProto, w_dims: &[i64]) -> Option<(usize, u
 
 /// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
 /// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
+/// 1 for dims no payload can match (negative or overflowing).
 fn inner_size(dims: &[i64], axis: usize) -> usize {
-    dims[axis + 1..]
-        .iter()
-        .map(|&d| usize::try_from(d).unwrap_or(0))
-        .product::<usize>()
+    dims.get(axis + 1..)
+        .and_then(tensor::element_count)
+        .unwrap_or(1)
         .max(1)
 }
 

@@ -18,16 +18,26 @@ impl QuantizedWeight {
     }
 }
 
+/// `(channels, inner)` of a row-major tensor with `dims` along `axis`: the length of that
+/// axis and the number of elements per step along it. Dims that no validated tensor has
+/// (negative, overflowing, an axis past the end) fall back to 1 for the part they spoil, so
+/// indexing stays in bounds and nothing huge is allocated; tensors read with `onnx::tensor`
+/// always match their dims.
+fn channel_layout(dims: &[i64], axis: Option<usize>) -> (usize, usize) {
+    let Some(a) = axis.filter(|&a| a < dims.len()) else {
+        return (1, 1);
+    };
+    let channels = usize::try_from(dims[a]).unwrap_or(0).max(1);
+    let inner = crate::onnx::tensor::element_count(&dims[a + 1..])
+        .unwrap_or(1)
+        .max(1);
+    (channels, inner)
+}
+
 /// Index of the channel each element of a row-major tensor with `dims` belongs to, along
 /// `axis` (ONNX DequantizeLinear-13 `axis` semantics); always 0 per tensor.
 fn channel_of(dims: &[i64], axis: Option<usize>) -> impl Fn(usize) -> usize {
-    let (channels, inner) = match axis {
-        Some(a) => (
-            dims[a] as usize,
-            (dims[a + 1..].iter().product::<i64>() as usize).max(1),
-        ),
-        None => (1, 1),
-    };
+    let (channels, inner) = channel_layout(dims, axis);
     move |k| (k / inner) % channels
 }
 
@@ -35,7 +45,7 @@ fn channel_of(dims: &[i64], axis: Option<usize>) -> impl Fn(usize) -> usize {
 /// (`axis = None`: one value for the whole tensor).
 pub fn abs_max_per_channel(values: &[f32], dims: &[i64], axis: Option<usize>) -> Vec<f64> {
     let channel = channel_of(dims, axis);
-    let mut out = vec![0f64; axis.map_or(1, |a| dims[a] as usize)];
+    let mut out = vec![0f64; channel_layout(dims, axis).0];
     for (k, v) in values.iter().enumerate() {
         let c = channel(k);
         out[c] = out[c].max(f64::from(v.abs()));
@@ -95,6 +105,20 @@ pub fn dequantize(q: &QuantizedWeight, dims: &[i64], axis: Option<usize>) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dims_no_valid_tensor_has_index_in_bounds_instead_of_panicking() {
+        let values = [1.0f32, -3.0, 2.0];
+        // A negative channel count and an axis past the end: one channel.
+        assert_eq!(abs_max_per_channel(&values, &[-1, 3], Some(0)), [3.0]);
+        assert_eq!(abs_max_per_channel(&values, &[3], Some(1)), [3.0]);
+        // Inner dims whose product overflows: one element per step.
+        let huge = [3, i64::MAX, i64::MAX];
+        assert_eq!(
+            abs_max_per_channel(&values, &huge, Some(0)),
+            [1.0, 3.0, 2.0]
+        );
+    }
 
     #[test]
     fn per_channel_scales_follow_each_output_channel() {
