@@ -286,6 +286,7 @@ pub fn quantize_decoded(
                 key: node.output.first()?.clone(),
                 input: node.input[0].clone(),
                 geometry: ConvGeometry::of(node, &weight.dims)?,
+                second_moments: options.gptq_rounding,
             })
         })
         .collect();

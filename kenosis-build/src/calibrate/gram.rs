@@ -5,7 +5,8 @@
 //! [`MAX_PATCH_LEN`]), whatever the number of samples; each sample contributes a fixed number
 //! of evenly spaced output positions. One column in sixteen is also kept as is (at most
 //! [`KEPT_PATCHES`]), for simulating the integer kernel on real patches
-//! ([`crate::quantize::saturation`]).
+//! ([`crate::quantize::saturation`]). When only those are needed (GPTQ rounding off), the
+//! sums are skipped and only the kept columns are gathered.
 
 use ndarray::Array2;
 
@@ -105,6 +106,8 @@ pub struct PatchGram {
     columns_per_sample: usize,
     /// Patch length `K` (0 before the first update).
     len: usize,
+    /// Whether `sum` is accumulated (else only `kept` is gathered).
+    second_moments: bool,
     /// Row-major `K × K` sums.
     sum: Vec<f64>,
     /// Number of columns folded in.
@@ -114,12 +117,14 @@ pub struct PatchGram {
 }
 
 impl PatchGram {
-    /// An empty accumulator taking `columns_per_sample` patches from each sample.
-    pub fn new(geometry: ConvGeometry, columns_per_sample: usize) -> Self {
+    /// An empty accumulator taking `columns_per_sample` patches from each sample;
+    /// `second_moments: false` keeps only the verbatim patches (no `K × K` sums).
+    pub fn new(geometry: ConvGeometry, columns_per_sample: usize, second_moments: bool) -> Self {
         Self {
             geometry,
             columns_per_sample: columns_per_sample.max(1),
             len: 0,
+            second_moments,
             sum: Vec::new(),
             columns: 0,
             kept: Vec::new(),
@@ -144,8 +149,16 @@ impl PatchGram {
         if take == 0 || values.len() != n * c * h * w {
             return;
         }
-        let mut patches = Array2::<f32>::zeros((take, len));
-        for (row, mut patch) in patches.rows_mut().into_iter().enumerate() {
+        // Without sums only the columns that may be kept are gathered.
+        let rows: Vec<usize> = if self.second_moments {
+            (0..take).collect()
+        } else if self.kept.len() < KEPT_PATCHES * len {
+            (0..take).step_by(KEPT_PATCH_STRIDE).collect()
+        } else {
+            Vec::new()
+        };
+        let mut patches = Array2::<f32>::zeros((rows.len(), len));
+        for (&row, mut patch) in rows.iter().zip(patches.rows_mut()) {
             let p = row * positions / take;
             let (b, y0, x0) = (p / (oh * ow), (p / ow) % oh, p % ow);
             for ci in 0..c {
@@ -165,26 +178,31 @@ impl PatchGram {
                 }
             }
         }
-        let gram = patches.t().dot(&patches);
-        if self.len == 0 {
-            self.len = len;
-            self.sum = vec![0.0; len * len];
-        }
-        for patch in patches.rows().into_iter().step_by(KEPT_PATCH_STRIDE) {
+        self.len = len;
+        let kept_stride = if self.second_moments {
+            KEPT_PATCH_STRIDE
+        } else {
+            1
+        };
+        for patch in patches.rows().into_iter().step_by(kept_stride) {
             if self.kept.len() >= KEPT_PATCHES * len {
                 break;
             }
             self.kept.extend(patch.iter());
         }
-        for (s, &v) in self.sum.iter_mut().zip(gram.iter()) {
-            *s += f64::from(v);
+        if self.second_moments {
+            let gram = patches.t().dot(&patches);
+            self.sum.resize(len * len, 0.0);
+            for (s, &v) in self.sum.iter_mut().zip(gram.iter()) {
+                *s += f64::from(v);
+            }
         }
         self.columns += take as u64;
     }
 
-    /// `(K, row-major K × K sums)`, or `None` before any update.
+    /// `(K, row-major K × K sums)`, or `None` before any update or without second moments.
     pub fn matrix(&self) -> Option<(usize, &[f64])> {
-        (self.len > 0).then_some((self.len, self.sum.as_slice()))
+        (self.len > 0 && self.second_moments).then_some((self.len, self.sum.as_slice()))
     }
 
     /// `(K, row-major patches × K)`: the patches kept verbatim, each in the `H` order
@@ -214,7 +232,7 @@ mod tests {
         );
         let g = ConvGeometry::of(&node, &[4, 2, 3, 3]).unwrap();
         let values: Vec<f32> = (0..18).map(|v| v as f32 - 4.0).collect();
-        let mut gram = PatchGram::new(g, 100);
+        let mut gram = PatchGram::new(g, 100, true);
         gram.update(&[1, 2, 3, 3], &values);
         assert_eq!(gram.columns, 4);
         let (k, m) = gram.matrix().unwrap();
@@ -265,5 +283,27 @@ mod tests {
             vec![attr::make_string("auto_pad", "SAME_UPPER")],
         );
         assert_eq!(ConvGeometry::of(&same, &[4, 2, 3, 3]), None);
+    }
+
+    #[test]
+    fn without_second_moments_the_same_patches_are_kept_and_no_sums() {
+        // 1x1 Conv over 3 channels; 40 samples of 1x3x32x32, 200 columns each, so the kept
+        // patches (one column in 16, 13 per sample) fill up before the last sample.
+        let node = make_node("Conv", "c".into(), vec![], vec![], vec![]);
+        let g = ConvGeometry::of(&node, &[4, 3, 1, 1]).unwrap();
+        let (mut full, mut kept_only) =
+            (PatchGram::new(g, 200, true), PatchGram::new(g, 200, false));
+        for sample in 0..40 {
+            let values: Vec<f32> = (0..3072)
+                .map(|v| (v * 7 + sample * 13) as f32 % 11.0)
+                .collect();
+            full.update(&[1, 3, 32, 32], &values);
+            kept_only.update(&[1, 3, 32, 32], &values);
+        }
+        assert_eq!(full.kept_patches(), kept_only.kept_patches());
+        assert_eq!(full.kept_patches().unwrap().1.len(), KEPT_PATCHES * 3);
+        assert_eq!(full.columns, kept_only.columns);
+        assert!(full.matrix().is_some());
+        assert_eq!(kept_only.matrix(), None);
     }
 }

@@ -164,6 +164,8 @@ pub struct GramRequest {
     pub input: String,
     /// Its window geometry.
     pub geometry: ConvGeometry,
+    /// Whether the `K × K` second moments are needed (GPTQ rounding), or only kept patches.
+    pub second_moments: bool,
 }
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
@@ -213,7 +215,7 @@ pub fn observe(
             .map(|g| {
                 (
                     g.key.clone(),
-                    PatchGram::new(g.geometry, columns_per_sample),
+                    PatchGram::new(g.geometry, columns_per_sample, g.second_moments),
                 )
             })
             .collect(),
