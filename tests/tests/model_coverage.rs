@@ -613,20 +613,14 @@ fn yolox_silu_inputs_spend_their_levels_where_the_silu_has_slope() {
     let model =
         kenosis_build::pipeline::decode(Path::new("yolox INT8"), &q.bytes).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
-    let initializer: HashMap<&str, &kenosis_build::onnx::TensorProto> =
-        graph.initializer.iter().map(|t| (t.name(), t)).collect();
-    let producer: HashMap<&str, &kenosis_build::onnx::NodeProto> = graph
-        .node
-        .iter()
-        .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
-        .collect();
+    let index = kenosis_build::graph::GraphIndex::new(graph);
     let zero_points: Vec<u8> = graph
         .node
         .iter()
         .filter(|n| n.op_type() == "QuickGelu")
-        .filter_map(|n| producer.get(n.input[0].as_str()))
+        .filter_map(|n| index.producer.get(&n.input[0]).map(|&i| &graph.node[i]))
         .filter(|dq| dq.op_type() == "DequantizeLinear")
-        .map(|dq| initializer[dq.input[2].as_str()].raw_data()[0])
+        .map(|dq| graph.initializer[index.initializer[&dq.input[2]]].raw_data()[0])
         .collect();
     // Two SiLUs read the FP32 stem (see the test above).
     assert_eq!(zero_points.len(), q.report.normalize.silus_fused - 2);

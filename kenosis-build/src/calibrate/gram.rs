@@ -179,12 +179,8 @@ impl PatchGram {
             }
         }
         self.len = len;
-        let kept_stride = if self.second_moments {
-            KEPT_PATCH_STRIDE
-        } else {
-            1
-        };
-        for patch in patches.rows().into_iter().step_by(kept_stride) {
+        let kept = rows.iter().zip(patches.rows());
+        for (_, patch) in kept.filter(|&(&row, _)| row % KEPT_PATCH_STRIDE == 0) {
             if self.kept.len() >= KEPT_PATCHES * len {
                 break;
             }

@@ -58,16 +58,6 @@ pub(super) fn out_channels(node: &NodeProto, w_dims: &[i64]) -> Option<(usize, u
     usize::try_from(w_dims[axis]).ok().map(|c| (c, axis))
 }
 
-/// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
-/// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
-/// 1 for dims no payload can match (negative or overflowing).
-fn inner_size(dims: &[i64], axis: usize) -> usize {
-    dims.get(axis + 1..)
-        .and_then(tensor::element_count)
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// Gives the convolution `conv` a new weight: its weight with every element of output
 /// channel `c` multiplied by `factor(c)`, computed in f64. The weight is written as a new
 /// initializer named after the node, since the original may be shared (deduplicated
@@ -85,7 +75,7 @@ pub(super) fn scale_weight(
     let w_init = &graph.initializer[index.initializer[&graph.node[conv.node].input[1]]];
     let dims = w_init.dims.clone();
     let mut w = tensor::to_f32(w_init)?;
-    let inner = inner_size(&dims, conv.axis);
+    let inner = tensor::inner_size(&dims, conv.axis);
     for (e, v) in w.iter_mut().enumerate() {
         *v = (f64::from(*v) * factor((e / inner) % conv.channels)) as f32;
     }

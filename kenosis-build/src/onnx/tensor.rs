@@ -12,6 +12,16 @@ pub fn element_count(dims: &[i64]) -> Option<usize> {
         .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
 }
 
+/// Elements per step along `axis` of a row-major tensor with `dims` (the product of the
+/// dims after it), so that element `e` lies at index `(e / inner) % dims[axis]` on that axis.
+/// 1 for dims no payload can match (negative or overflowing) or an axis past the end.
+pub fn inner_size(dims: &[i64], axis: usize) -> usize {
+    dims.get(axis + 1..)
+        .and_then(element_count)
+        .unwrap_or(1)
+        .max(1)
+}
+
 fn check_inline(t: &TensorProto) -> Result<(), String> {
     if super::external::is_external(t) {
         return Err(format!(

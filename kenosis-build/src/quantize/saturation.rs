@@ -22,6 +22,7 @@ use ndarray::{Array2, ArrayView2};
 
 use super::params::ActivationParams;
 use super::weights::QuantizedWeight;
+use crate::onnx::tensor::element_count;
 
 /// Largest value an int16 pair sum keeps (`VPMADDUBSW` saturates to `[-32768, 32767]`).
 const PAIR_MAX: i32 = i16::MAX as i32;
@@ -51,11 +52,10 @@ pub fn full_range_pays(
     else {
         return false;
     };
-    let product = |a: usize, b: usize| a.checked_mul(b);
     let consistent = len > 0
-        && product(c, kh).and_then(|v| product(v, kw)) == Some(len)
+        && element_count(&dims[1..]) == Some(len)
         && patches.len().is_multiple_of(len)
-        && product(o, len) == Some(weight.len())
+        && element_count(dims) == Some(weight.len())
         && [reduced, full]
             .iter()
             .all(|q| q.codes.len() == weight.len() && (q.scales.len() == 1 || q.scales.len() == o));
@@ -99,7 +99,6 @@ fn clipping_energy(
             (ci * kh + tap / kw) * kw + tap % kw
         })
         .collect();
-    let rows = codes.len() / len;
     let mut energy = 0.0;
     for (row, weights) in q.codes.chunks_exact(len).enumerate() {
         // Only same-signed pairs whose magnitudes sum past 128 can leave ±32767 (255·128 fits).
@@ -117,7 +116,7 @@ fn clipping_energy(
             continue;
         }
         let step = f64::from(input_scale) * f64::from(q.channel_scale(row));
-        for patch in codes.chunks_exact(len).take(rows) {
+        for patch in codes.chunks_exact(len) {
             let excess: i64 = risky
                 .iter()
                 .map(|&(t, b0, b1)| {

@@ -28,10 +28,7 @@ fn channel_layout(dims: &[i64], axis: Option<usize>) -> (usize, usize) {
         return (1, 1);
     };
     let channels = usize::try_from(dims[a]).unwrap_or(0).max(1);
-    let inner = crate::onnx::tensor::element_count(&dims[a + 1..])
-        .unwrap_or(1)
-        .max(1);
-    (channels, inner)
+    (channels, crate::onnx::tensor::inner_size(dims, a))
 }
 
 /// Index of the channel each element of a row-major tensor with `dims` belongs to, along
