@@ -9,6 +9,7 @@ mod batchnorm;
 mod constants;
 mod conv;
 pub mod hardswish;
+mod layout;
 mod opset;
 pub mod silu;
 #[cfg(test)]
@@ -39,6 +40,10 @@ pub struct NormalizeSummary {
     pub opset_after: i64,
     /// Constant nodes turned into initializers.
     pub constants_extracted: usize,
+    /// Layout ops (`Identity`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`) of float
+    /// initializers evaluated into initializers (see [`layout`]).
+    #[serde(default)]
+    pub layout_ops_folded: usize,
     /// Constant per-channel Adds folded into the bias of the preceding Conv/ConvTranspose.
     #[serde(default)]
     pub bias_adds_folded: usize,
@@ -116,12 +121,17 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         summary.opset_after = TARGET_OPSET;
     }
     let graph = model.graph.as_mut().expect("checked above");
+    // After the upgrade, so that axes and shapes are operands in every opset.
+    summary.layout_ops_folded = layout::fold(graph);
     let mut names = NameGen::new(graph);
-    // Affine ops first: a BatchNormalization after `ConvTranspose → Add` then folds too.
-    let affine = affine::fold(graph, &mut names)?;
-    summary.bias_adds_folded = affine.adds;
-    summary.scale_muls_folded = affine.muls;
+    // Affine ops before and after BatchNormalization: `ConvTranspose → Add → BN` (PP-OCR)
+    // needs the Add folded for the BN to fold, `Conv → BN → Mul → Add` (DenseNet's Caffe2
+    // export) the BN folded for the Mul and Add to fold.
+    let before = affine::fold(graph, &mut names)?;
     summary.batchnorms_folded = batchnorm::fold(graph, &mut names)?;
+    let after = affine::fold(graph, &mut names)?;
+    summary.bias_adds_folded = before.adds + after.adds;
+    summary.scale_muls_folded = before.muls + after.muls;
     crate::graph::sort_topologically(graph)?;
     summary.silus_fused = silu::fuse(model);
     summary.hardswishes_fused = hardswish::fuse(model);
@@ -247,4 +257,77 @@ pub(crate) fn prune_unused_initializers(graph: &mut onnx::GraphProto) {
     let mut used = HashSet::new();
     collect_inputs(graph, &mut used);
     graph.initializer.retain(|t| used.contains(t.name()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_graph::{model, node};
+    use super::*;
+    use crate::onnx::{attr, tensor};
+
+    /// The ONNX model zoo's DenseNet-121 (a Caffe2 conversion, opset 9) writes each
+    /// BatchNormalization's affine part as `Mul(Unsqueeze(w))` and `Add(Unsqueeze(b))`.
+    #[test]
+    fn conv_batchnorm_and_unsqueezed_affine_parameters_fold_into_one_conv() {
+        let unsqueeze = |input: &str, output: &str| {
+            let mut n = node("Unsqueeze", &[input], output);
+            n.attribute.push(attr::make_ints("axes", &[1, 2]));
+            n
+        };
+        let mut m = model(
+            vec![
+                node("Conv", &["x", "w"], "c"),
+                node(
+                    "BatchNormalization",
+                    &["c", "g", "beta", "mean", "var"],
+                    "bn",
+                ),
+                unsqueeze("s", "s3"),
+                node("Mul", &["bn", "s3"], "m"),
+                unsqueeze("d", "d3"),
+                node("Add", &["m", "d3"], "a"),
+                node("Relu", &["a"], "y"),
+            ],
+            &["y"],
+            vec![
+                tensor::from_f32("w", &[2, 1, 1, 1], &[1.0, 2.0]),
+                tensor::from_f32("g", &[2], &[1.0, 1.0]),
+                tensor::from_f32("beta", &[2], &[0.0, 1.0]),
+                tensor::from_f32("mean", &[2], &[0.0, 0.0]),
+                tensor::from_f32("var", &[2], &[1.0, 4.0]),
+                tensor::from_f32("s", &[2], &[3.0, 4.0]),
+                tensor::from_f32("d", &[2], &[10.0, 20.0]),
+            ],
+        );
+        m.opset_import[0].version = Some(9);
+        let summary = normalize(&mut m).unwrap();
+        assert_eq!(summary.layout_ops_folded, 2);
+        assert_eq!(summary.batchnorms_folded, 1);
+        assert_eq!(
+            (summary.scale_muls_folded, summary.bias_adds_folded),
+            (1, 1)
+        );
+        let g = m.graph.as_ref().unwrap();
+        let ops: Vec<&str> = g.node.iter().map(|n| n.op_type()).collect();
+        assert_eq!(ops, ["Conv", "Relu"]);
+        let value = |name: &str| {
+            let t = g.initializer.iter().find(|t| t.name() == name).unwrap();
+            tensor::to_f32(t).unwrap()
+        };
+        // y = s·(γ(w·x − μ)/√(σ²+ε) + β) + d, per channel.
+        let inv_std = |var: f64| (1.0 / (var + 1e-5).sqrt()) as f32;
+        let (w, b) = (value(&g.node[0].input[1]), value(&g.node[0].input[2]));
+        let expected_w = [3.0 * inv_std(1.0), 4.0 * 2.0 * inv_std(4.0)];
+        let expected_b = [10.0, 4.0 * 1.0 + 20.0];
+        for c in 0..2 {
+            assert!(
+                (w[c] - expected_w[c]).abs() < 1e-5,
+                "{w:?} vs {expected_w:?}"
+            );
+            assert!(
+                (b[c] - expected_b[c]).abs() < 1e-5,
+                "{b:?} vs {expected_b:?}"
+            );
+        }
+    }
 }

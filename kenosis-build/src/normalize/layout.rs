@@ -1,0 +1,257 @@
+//! Layout-only ops on constant float tensors, evaluated: an `Identity`, `Reshape`,
+//! `Flatten`, `Squeeze` or `Unsqueeze` of a float initializer becomes an initializer with the
+//! same values and the output's dims (row-major order is unchanged by all five, ONNX spec
+//! §Reshape/§Flatten/§Squeeze/§Unsqueeze).
+//!
+//! Exporters that skip constant folding (Caffe2 conversions, PyTorch with
+//! `do_constant_folding=False`) reach weights and per-channel parameters through such ops:
+//! the ONNX model zoo's DenseNet-121 writes every BatchNormalization as
+//! `BatchNormalization → Mul(Unsqueeze(w)) → Add(Unsqueeze(b))`. Left as ops, those
+//! operands look like activations, so the Mul and Add cannot fold into the Conv before them
+//! and would run as QLinearMul/QLinearAdd with the parameters rounded to one uint8 scale.
+//! ONNX Runtime's constant folding does the same for the FP32 model at load time.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::onnx::{attr, dtype, tensor, GraphProto, NodeProto};
+
+/// Replaces every foldable layout op (see the module docs) of the main graph by an
+/// initializer named after its output, in topological order so that chains fold in one
+/// pass. A node whose output is a graph output, whose shape or axes operand is not a
+/// constant, or whose result would not hold the same number of values is left as it is
+/// (ONNX Runtime reports a malformed one when it loads the model). Returns the number of
+/// nodes folded.
+pub fn fold(graph: &mut GraphProto) -> usize {
+    let outputs: HashSet<String> = graph.output.iter().map(|o| o.name().to_owned()).collect();
+    let mut initializer: HashMap<String, usize> = graph
+        .initializer
+        .iter()
+        .enumerate()
+        .map(|(k, t)| (t.name().to_owned(), k))
+        .collect();
+    let mut removed = HashSet::new();
+    for i in 0..graph.node.len() {
+        let node = &graph.node[i];
+        let (Some(data), [out]) = (node.input.first(), node.output.as_slice()) else {
+            continue;
+        };
+        if !crate::onnx::is_default_domain(node.domain()) || outputs.contains(out) {
+            continue;
+        }
+        let Some(&k) = initializer.get(data) else {
+            continue;
+        };
+        let source = &graph.initializer[k];
+        if source.data_type() != dtype::FLOAT {
+            continue;
+        }
+        let ints = |name: &str| {
+            initializer
+                .get(name)
+                .and_then(|&k| tensor::to_i64(&graph.initializer[k]).ok())
+        };
+        let Some(dims) = output_dims(node, &source.dims, ints) else {
+            continue;
+        };
+        if tensor::element_count(&dims).is_none()
+            || tensor::element_count(&dims) != tensor::element_count(&source.dims)
+        {
+            continue;
+        }
+        let mut folded = source.clone();
+        folded.name = Some(out.clone());
+        folded.dims = dims;
+        initializer.insert(out.clone(), graph.initializer.len());
+        graph.initializer.push(folded);
+        removed.insert(i);
+    }
+    super::remove_nodes(graph, &removed);
+    super::prune_unused_initializers(graph);
+    removed.len()
+}
+
+/// The dims `node` gives a tensor of dims `dims`, for the layout ops this module folds, in
+/// their opset-13 form (axes and shape as inputs; an `axes` attribute is read too);
+/// `ints` reads a constant int64 operand. `None` for any other op or an invalid operand.
+fn output_dims(
+    node: &NodeProto,
+    dims: &[i64],
+    ints: impl Fn(&str) -> Option<Vec<i64>>,
+) -> Option<Vec<i64>> {
+    let operand = |k: usize| node.input.get(k).filter(|n| !n.is_empty());
+    let axes = || match operand(1) {
+        Some(name) => ints(name),
+        None => attr::ints(node, "axes"),
+    };
+    match node.op_type() {
+        "Identity" => Some(dims.to_vec()),
+        "Flatten" => {
+            let rank = dims.len() as i64;
+            let axis = attr::int(node, "axis", 1);
+            let axis = usize::try_from(if axis < 0 { axis + rank } else { axis }).ok()?;
+            let (outer, inner) = (dims.get(..axis)?, &dims[axis..]);
+            let count = |d: &[i64]| i64::try_from(tensor::element_count(d)?).ok();
+            Some(vec![count(outer)?, count(inner)?])
+        }
+        "Reshape" => reshaped(
+            dims,
+            &ints(operand(1)?)?,
+            attr::int(node, "allowzero", 0) != 0,
+        ),
+        "Unsqueeze" => {
+            let rank = dims.len() + axes()?.len();
+            let at = normalized_axes(&axes()?, rank)?;
+            let mut rest = dims.iter();
+            (0..rank)
+                .map(|k| {
+                    if at.contains(&k) {
+                        Some(1)
+                    } else {
+                        rest.next().copied()
+                    }
+                })
+                .collect()
+        }
+        "Squeeze" if operand(1).is_none() && attr::find(node, "axes").is_none() => {
+            Some(dims.iter().copied().filter(|&d| d != 1).collect())
+        }
+        "Squeeze" => {
+            let at = normalized_axes(&axes()?, dims.len())?;
+            if at.iter().any(|&k| dims[k] != 1) {
+                return None;
+            }
+            Some(
+                (0..dims.len())
+                    .filter(|k| !at.contains(k))
+                    .map(|k| dims[k])
+                    .collect(),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// ONNX `Reshape`: a 0 copies the input's dim at that position (unless `allow_zero`), one
+/// -1 takes what the other dims leave.
+fn reshaped(dims: &[i64], shape: &[i64], allow_zero: bool) -> Option<Vec<i64>> {
+    let mut out = Vec::with_capacity(shape.len());
+    let mut infer = None;
+    for (k, &s) in shape.iter().enumerate() {
+        match s {
+            0 if !allow_zero => out.push(*dims.get(k)?),
+            -1 if infer.is_none() => {
+                infer = Some(k);
+                out.push(1);
+            }
+            s if s >= 0 => out.push(s),
+            _ => return None,
+        }
+    }
+    if let Some(k) = infer {
+        let total = tensor::element_count(dims)?;
+        let known = tensor::element_count(&out)?;
+        if known == 0 || total % known != 0 {
+            return None;
+        }
+        out[k] = i64::try_from(total / known).ok()?;
+    }
+    Some(out)
+}
+
+/// `axes` resolved against `rank` (negatives count from the end), or `None` when one is out
+/// of range or repeated.
+fn normalized_axes(axes: &[i64], rank: usize) -> Option<HashSet<usize>> {
+    let mut at = HashSet::new();
+    for &a in axes {
+        let k = if a < 0 { a + rank as i64 } else { a };
+        if !(0..rank as i64).contains(&k) || !at.insert(k as usize) {
+            return None;
+        }
+    }
+    Some(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::test_graph::{model, node};
+
+    fn dims_of(g: &GraphProto, name: &str) -> Option<Vec<i64>> {
+        g.initializer
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.dims.clone())
+    }
+
+    #[test]
+    fn a_chain_of_layout_ops_on_a_weight_becomes_one_initializer_with_the_same_values() {
+        let values: Vec<f32> = (0..6).map(|v| v as f32).collect();
+        let mut m = model(
+            vec![
+                node("Unsqueeze", &["w", "axes"], "w1"),
+                node("Reshape", &["w1", "shape"], "w2"),
+                node("Flatten", &["w2"], "w3"),
+                node("Mul", &["x", "w3"], "y"),
+            ],
+            &["y"],
+            vec![
+                tensor::from_f32("w", &[6], &values),
+                tensor::from_i64("axes", &[2], &[0, -1]),
+                tensor::from_i64("shape", &[3], &[0, 3, -1]),
+            ],
+        );
+        let g = m.graph.as_mut().unwrap();
+        assert_eq!(fold(g), 3);
+        assert_eq!(g.node.len(), 1);
+        assert_eq!(g.node[0].input, ["x", "w3"]);
+        assert_eq!(
+            dims_of(g, "w1"),
+            None,
+            "intermediate initializers are pruned"
+        );
+        assert_eq!(dims_of(g, "w"), None, "the source has no other reader");
+        assert_eq!(dims_of(g, "w3"), Some(vec![1, 6]));
+        let w3 = g.initializer.iter().find(|t| t.name() == "w3").unwrap();
+        assert_eq!(tensor::to_f32(w3).unwrap(), values);
+    }
+
+    #[test]
+    fn squeeze_drops_the_named_or_all_unit_axes() {
+        let dims = [1, 3, 1];
+        let with_axes = node("Squeeze", &["w", "axes"], "v");
+        assert_eq!(
+            output_dims(&with_axes, &dims, |_| Some(vec![-1])),
+            Some(vec![1, 3])
+        );
+        assert_eq!(
+            output_dims(&with_axes, &dims, |_| Some(vec![1])),
+            None,
+            "not a unit axis"
+        );
+        let all = node("Squeeze", &["w"], "v");
+        assert_eq!(output_dims(&all, &dims, |_| None), Some(vec![3]));
+    }
+
+    #[test]
+    fn non_constant_operands_integer_tensors_graph_outputs_and_bad_shapes_are_left() {
+        let mut m = model(
+            vec![
+                node("Reshape", &["w", "x"], "a"),
+                node("Unsqueeze", &["ids", "axes"], "b"),
+                node("Reshape", &["w", "bad"], "c"),
+                node("Identity", &["w"], "y"),
+                node("Concat", &["a", "b", "c"], "z"),
+            ],
+            &["y", "z"],
+            vec![
+                tensor::from_f32("w", &[4], &[1.0; 4]),
+                tensor::from_i64("ids", &[2], &[1, 2]),
+                tensor::from_i64("axes", &[1], &[0]),
+                tensor::from_i64("bad", &[2], &[3, 3]),
+            ],
+        );
+        let g = m.graph.as_mut().unwrap();
+        assert_eq!(fold(g), 0);
+        assert_eq!(g.node.len(), 5);
+    }
+}
