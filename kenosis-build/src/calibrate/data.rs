@@ -144,8 +144,9 @@ fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValu
         })?),
         other => {
             return Err(format!(
-                "input `{}` has element type {other}; Kenosis calibrates float32 and int64 inputs",
-                spec.name
+                "input `{}` has element type {}; Kenosis calibrates float32 and int64 inputs",
+                spec.name,
+                dtype::name(other)
             ))
         }
     };
@@ -330,8 +331,9 @@ pub fn synthetic_with_dims(
                     return Err(Error::Calibration {
                         path: model_path.to_owned(),
                         reason: format!(
-                            "input `{}` has element type {other}; give calibration data for it",
-                            spec.name
+                            "input `{}` has element type {}; give calibration data for it",
+                            spec.name,
+                            dtype::name(other)
                         ),
                     })
                 }
@@ -340,4 +342,33 @@ pub fn synthetic_with_dims(
         data.samples.push(sample);
     }
     Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_that_cannot_be_synthesized_is_named_with_its_type() {
+        let text = InputSpec {
+            name: "text".into(),
+            elem_type: 8,
+            dims: vec![Some(1)],
+            dim_names: vec![None],
+        };
+        let err = synthetic_with_dims(
+            &[text],
+            &[vec![1]],
+            &[ImageRange::Normalized],
+            2,
+            Path::new("m.onnx"),
+        )
+        .unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("m.onnx"), "{message}");
+        assert!(
+            message.contains("input `text` has element type STRING (8)"),
+            "{message}"
+        );
+    }
 }

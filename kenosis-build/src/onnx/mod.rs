@@ -29,6 +29,22 @@ pub mod dtype {
     pub const FLOAT16: i32 = 10;
     /// float64
     pub const DOUBLE: i32 = 11;
+
+    /// `code`'s name in `TensorProto.DataType` with its number, e.g. `DOUBLE (11)`, for
+    /// error messages; `unknown (code)` for a number the enum does not define.
+    pub fn name(code: i32) -> String {
+        let name =
+            super::tensor_proto::DataType::try_from(code).map_or("unknown", |d| d.as_str_name());
+        format!("{name} ({code})")
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn names_carry_the_enum_name_and_number() {
+        assert_eq!(name(DOUBLE), "DOUBLE (11)");
+        assert_eq!(name(8), "STRING (8)");
+        assert_eq!(name(-3), "unknown (-3)");
+    }
 }
 
 /// The default (`ai.onnx`) operator domain is written as `""` or `"ai.onnx"`.
