@@ -1,8 +1,8 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
-//! weights as initializers, inference-only ops removed, per-channel Mul/Add and
-//! BatchNormalization folded into convolutions, SiLUs fused into ONNX Runtime's `QuickGelu`,
-//! spelled-out HardSwishes fused into `HardSwish`, default-domain opset >= 13, nodes in
-//! topological order.
+//! weights as initializers (layout ops on them evaluated), inference-only ops removed,
+//! per-channel Mul/Add and BatchNormalization folded into convolutions, channel shuffles
+//! written as a Gather, SiLUs fused into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes
+//! fused into `HardSwish`, default-domain opset >= 13, nodes in topological order.
 
 mod affine;
 mod batchnorm;
@@ -11,6 +11,7 @@ mod conv;
 pub mod hardswish;
 mod layout;
 mod opset;
+mod shuffle;
 pub mod silu;
 #[cfg(test)]
 pub(crate) mod test_graph;
@@ -53,6 +54,10 @@ pub struct NormalizeSummary {
     pub scale_muls_folded: usize,
     /// BatchNormalization nodes folded into the preceding Conv/ConvTranspose.
     pub batchnorms_folded: usize,
+    /// Channel shuffles (`Reshape → Transpose → Reshape`) written as one Gather (see
+    /// [`shuffle`]).
+    #[serde(default)]
+    pub channel_shuffles_rewritten: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
     /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
@@ -124,6 +129,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     // After the upgrade, so that axes and shapes are operands in every opset.
     summary.layout_ops_folded = layout::fold(graph);
     let mut names = NameGen::new(graph);
+    summary.channel_shuffles_rewritten = shuffle::rewrite(graph, &mut names);
     // Affine ops before and after BatchNormalization: `ConvTranspose → Add → BN` (PP-OCR)
     // needs the Add folded for the BN to fold, `Conv → BN → Mul → Add` (DenseNet's Caffe2
     // export) the BN folded for the Mul and Add to fold.
