@@ -19,7 +19,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::session::{borrowed, sample_inputs, session};
+use crate::calibrate::session::{borrowed, encode_with_observed_outputs, sample_inputs, session};
 use crate::calibrate::SampleValue;
 use crate::error::{Error, Result};
 use crate::onnx::ModelProto;
@@ -32,8 +32,9 @@ const CONFIDENCE_Z: f64 = 1.645;
 /// A fidelity floor for the INT8 model, measured on held-out calibration samples.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Target {
-    /// Minimum mean cosine similarity of the first float graph output (flattened) to FP32,
-    /// required of the 95% lower confidence bound ([`Measured::cosine_lower_bound`]).
+    /// Minimum mean cosine similarity of the first float graph output (flattened; see
+    /// [`compared_tensor`] for models without one) to FP32, required of the 95% lower
+    /// confidence bound ([`Measured::cosine_lower_bound`]).
     pub min_cosine: Option<f64>,
     /// Minimum fraction of held-out samples whose first output has the same argmax as FP32
     /// (the sample fraction: a confidence bound on a proportion from 20 samples could never
@@ -82,6 +83,10 @@ pub struct FidelityReport {
     pub kept_fp32: Vec<String>,
     /// Measured cosine gain of keeping each op in FP32 alone, largest first (top 10).
     pub most_sensitive: Vec<(String, f64)>,
+    /// The tensor compared when no graph output is float ([`compared_tensor`]); `None`: the
+    /// first float graph output.
+    #[serde(default)]
+    pub compared_tensor: Option<String>,
 }
 
 /// Compares candidate INT8 models against FP32 reference outputs on fixed samples.
@@ -90,6 +95,40 @@ pub struct Evaluator<'a> {
     input_names: &'a [String],
     samples: &'a [Vec<SampleValue>],
     reference: Vec<Vec<f32>>,
+    /// See [`compared_tensor`].
+    compared: Option<String>,
+}
+
+/// The tensor compared when `model` has no float graph output (a classifier ending in
+/// ArgMax, a detector returning only indices): the float tensor nearest its outputs,
+/// searching back through their producers breadth-first, e.g. the logits an ArgMax reads.
+/// `None` when a graph output is float (the first float output is compared) or when no
+/// tensor computed by the graph is float.
+pub fn compared_tensor(model: &ModelProto) -> Option<String> {
+    let graph = model.graph.as_ref()?;
+    let types = crate::types::infer_elem_types(graph);
+    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
+    if graph.output.iter().any(|o| is_float(o.name())) {
+        return None;
+    }
+    let index = crate::graph::GraphIndex::new(graph);
+    let mut queue: std::collections::VecDeque<&str> =
+        graph.output.iter().map(|o| o.name()).collect();
+    let mut seen: HashSet<&str> = queue.iter().copied().collect();
+    while let Some(t) = queue.pop_front() {
+        let Some(&p) = index.producer.get(t) else {
+            continue;
+        };
+        if is_float(t) && !index.outputs.contains(t) {
+            return Some(t.to_owned());
+        }
+        for input in graph.node[p].input.iter().filter(|i| !i.is_empty()) {
+            if seen.insert(input) {
+                queue.push_back(input);
+            }
+        }
+    }
+    None
 }
 
 impl<'a> Evaluator<'a> {
@@ -108,6 +147,7 @@ impl<'a> Evaluator<'a> {
             input_names,
             samples,
             reference: Vec::new(),
+            compared: compared_tensor(fp32),
         };
         e.reference = e.outputs(fp32)?;
         Ok(e)
@@ -115,12 +155,11 @@ impl<'a> Evaluator<'a> {
 
     fn outputs(&self, model: &ModelProto) -> Result<Vec<Vec<f32>>> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut s = session(
-            &self.path,
-            model.encode_to_vec(),
-            GraphOptimizationLevel::All,
-            threads,
-        )?;
+        let bytes = match &self.compared {
+            Some(t) => encode_with_observed_outputs(model, std::slice::from_ref(t)),
+            None => model.encode_to_vec(),
+        };
+        let mut s = session(&self.path, bytes, GraphOptimizationLevel::All, threads)?;
         let rt = |e: ort::Error| Error::Runtime {
             path: self.path.clone(),
             message: e.to_string(),
@@ -132,13 +171,17 @@ impl<'a> Evaluator<'a> {
                 let out = s.run(borrowed(&inputs)).map_err(rt)?;
                 // The first float output is the one compared (token-id or index outputs
                 // of detectors and tokenizers are not).
-                let values = out
-                    .values()
-                    .find_map(|v| v.try_extract_tensor::<f32>().ok().map(|(_, v)| v.to_vec()))
-                    .ok_or_else(|| Error::Runtime {
-                        path: self.path.clone(),
-                        message: "the model has no float output to compare".into(),
-                    })?;
+                let float = |v: &ort::value::DynValue| {
+                    v.try_extract_tensor::<f32>().ok().map(|(_, v)| v.to_vec())
+                };
+                let values = match &self.compared {
+                    Some(t) => out.get(t.as_str()).and_then(float),
+                    None => out.values().find_map(|v| float(&v)),
+                }
+                .ok_or_else(|| Error::Runtime {
+                    path: self.path.clone(),
+                    message: "neither the model's outputs nor the tensors computing them are float: nothing to compare with FP32".into(),
+                })?;
                 Ok(values)
             })
             .collect()
@@ -224,6 +267,7 @@ pub fn meet_target(
         min_top1_agreement: target.and_then(|t| t.min_top1_agreement),
         kept_fp32: Vec::new(),
         most_sensitive: Vec::new(),
+        compared_tensor: evaluator.compared.clone(),
     };
     let Some(target) = target.filter(|t| !t.met_by(&fully)) else {
         return Ok((base, report));

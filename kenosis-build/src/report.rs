@@ -71,13 +71,16 @@ impl Report {
             .collect();
         let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
             format!(
-                "; vs FP32 on {} {} samples: cosine {:.4}{}, top-1 {:.0}%{}",
+                "; vs FP32 on {} {} samples: {}cosine {:.4}{}, top-1 {:.0}%{}",
                 f.samples,
                 if f.held_out {
                     "held-out"
                 } else {
                     "calibration"
                 },
+                f.compared_tensor
+                    .as_ref()
+                    .map_or(String::new(), |t| format!("`{t}` ")),
                 f.measured.mean_cosine,
                 if f.held_out {
                     format!(" (95% lower bound {:.4})", f.measured.cosine_lower_bound)

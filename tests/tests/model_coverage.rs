@@ -698,3 +698,70 @@ fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
     eprintln!("SqueezeNet 1.0, synthetic fields in [-123, 151]: {fidelity:?}");
     assert!(fidelity.mean_cosine >= 0.9, "{fidelity:?}");
 }
+
+/// EfficientNet-Lite0 ending in `ArgMax` (class ids, int64): a model with no float output.
+/// The build measures the logits the ArgMax reads instead of failing for want of a float
+/// output, and the INT8 model's class ids agree with FP32's on held-out photographs.
+#[test]
+fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
+    use kenosis_build::onnx::{self, attr, type_proto, TypeProto, ValueInfoProto};
+    use prost::Message;
+    let Some(shared) = shared_dir() else { return };
+    let path = shared.join("models/efficientnet_lite0.onnx");
+    let mut model = kenosis_build::pipeline::decode(&path, &std::fs::read(&path).expect("model"))
+        .expect("decodes");
+    let g = model.graph.as_mut().expect("graph");
+    let logits = g.output[0].name().to_owned();
+    g.node.push(onnx::make_node(
+        "ArgMax",
+        "class_id".into(),
+        vec![logits.clone()],
+        vec!["class".into()],
+        vec![attr::make_int("axis", 1), attr::make_int("keepdims", 0)],
+    ));
+    g.output = vec![ValueInfoProto {
+        name: Some("class".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx::dtype::INT64),
+                shape: None,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let fp32 = model.encode_to_vec();
+
+    let files = imagenet_files(&shared);
+    let calib = load_batch(&files[..30], Preprocess::RgbCentered);
+    let q = quantize(
+        Path::new("efficientnet_lite0_argmax.onnx"),
+        &fp32,
+        &Calibration::Data(calibration(&calib)),
+        &QuantizeOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let fidelity = q.report.fidelity.as_ref().expect("measured");
+    assert_eq!(fidelity.compared_tensor.as_deref(), Some(logits.as_str()));
+    assert!(fidelity.measured.mean_cosine >= 0.99, "{fidelity:?}");
+    let summary = q.report.summary_line();
+    assert!(summary.contains(&format!("samples: `{logits}` cosine")), "{summary}");
+
+    let eval = load_batch(&files[files.len() - 50..], Preprocess::RgbCentered);
+    let class = |session: &mut Session, x: &Array4<f32>| {
+        let input = ort::value::Tensor::from_array(x.clone()).expect("tensor");
+        let out = session.run(ort::inputs![input]).expect("run");
+        let (_, ids) = out["class"]
+            .try_extract_tensor::<i64>()
+            .expect("int64 class ids");
+        ids.to_vec()
+    };
+    let mut a = session(&fp32, GraphOptimizationLevel::All, None);
+    let mut b = session(&q.bytes, GraphOptimizationLevel::All, None);
+    let agree = eval
+        .iter()
+        .filter(|x| class(&mut a, x) == class(&mut b, x))
+        .count();
+    eprintln!("EfficientNet-Lite0 + ArgMax: {fidelity:?}; class ids agree on {agree} of 50");
+    assert!(agree >= 45, "class ids agree on {agree} of 50");
+}
