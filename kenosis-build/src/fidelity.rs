@@ -99,6 +99,21 @@ pub struct Evaluator<'a> {
     compared: Option<String>,
 }
 
+/// True when no tensor of `model` can be compared with FP32: every graph output has a known
+/// non-float type and [`compared_tensor`] finds no float tensor computing them (a graph of
+/// sequence or string ops only). Such a model has nothing to quantize either.
+pub fn nothing_to_compare(model: &ModelProto) -> bool {
+    let Some(graph) = model.graph.as_ref() else {
+        return true;
+    };
+    let types = crate::types::infer_elem_types(graph);
+    graph.output.iter().all(|o| {
+        types
+            .get(o.name())
+            .is_some_and(|&t| t != crate::onnx::dtype::FLOAT)
+    }) && compared_tensor(model).is_none()
+}
+
 /// The tensor compared when `model` has no float graph output (a classifier ending in
 /// ArgMax, a detector returning only indices): the float tensor nearest its outputs,
 /// searching back through their producers breadth-first, e.g. the logits an ArgMax reads.
@@ -319,4 +334,53 @@ pub fn meet_target(
             report.most_sensitive.iter().take(5).collect::<Vec<_>>()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::test_graph::{model, node};
+    use crate::onnx::dtype;
+
+    /// `nodes` over float input `x`, with output `y` of element type `y_type`.
+    fn graph_with_output(nodes: Vec<crate::onnx::NodeProto>, y_type: i32) -> ModelProto {
+        let mut m = model(nodes, &["y"], vec![]);
+        let g = m.graph.as_mut().unwrap();
+        if let Some(crate::onnx::type_proto::Value::TensorType(t)) =
+            g.output[0].r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.elem_type = Some(y_type);
+        }
+        m
+    }
+
+    #[test]
+    fn a_float_output_is_compared_itself() {
+        let m = graph_with_output(vec![node("Relu", &["x"], "y")], dtype::FLOAT);
+        assert_eq!(compared_tensor(&m), None);
+        assert!(!nothing_to_compare(&m));
+    }
+
+    #[test]
+    fn an_argmax_output_is_compared_on_the_float_tensor_it_reads() {
+        let m = graph_with_output(
+            vec![node("Relu", &["x"], "r"), node("ArgMax", &["r"], "y")],
+            dtype::INT64,
+        );
+        assert_eq!(compared_tensor(&m).as_deref(), Some("r"));
+        assert!(!nothing_to_compare(&m));
+    }
+
+    #[test]
+    fn a_graph_of_sequence_ops_has_nothing_to_compare() {
+        let m = graph_with_output(
+            vec![
+                node("SplitToSequence", &["x"], "s"),
+                node("SequenceLength", &["s"], "y"),
+            ],
+            dtype::INT64,
+        );
+        assert_eq!(compared_tensor(&m), None);
+        assert!(nothing_to_compare(&m));
+    }
 }

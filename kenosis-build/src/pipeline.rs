@@ -366,7 +366,9 @@ pub fn quantize_decoded(
     };
     let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
     let built = build(&keep)?;
-    let (built, fidelity_report) = if uncalibratable.is_empty() {
+    // Without a float tensor there is nothing to measure, which only matters to a target.
+    let measurable = !fidelity::nothing_to_compare(&model) || options.fidelity_target.is_some();
+    let (built, fidelity_report) = if uncalibratable.is_empty() && measurable {
         // Measured on a fifth of the calibration samples: held out of range calibration
         // when a target is set (see `data` above), shared with it otherwise.
         let eval_samples = &data.samples[data.samples.len() - held_out..];
@@ -395,7 +397,8 @@ pub fn quantize_decoded(
         )?;
         (built, Some(report))
     } else {
-        // Neither model runs without the custom kernel: nothing to measure.
+        // Neither model runs without the custom kernel, or no tensor is float: nothing to
+        // measure.
         (built, None)
     };
     let Built {

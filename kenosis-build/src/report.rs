@@ -114,13 +114,15 @@ impl Report {
             .iter()
             .filter(|n| n.reason.starts_with(UNCALIBRATABLE_REASON))
             .count();
-        let custom = if self.fidelity.is_none() {
-            format!(
+        // Unmeasured either because ORT cannot run an op, or because nothing is float.
+        let runs_everything = blocked == 0 && custom.is_empty();
+        let custom = match (&self.fidelity, runs_everything) {
+            (Some(_), _) => custom,
+            (None, true) => "; fidelity not measured: no float tensor to compare".to_owned(),
+            (None, false) => format!(
                 "{custom}; {blocked} more ops depend on ops ONNX Runtime has no kernel for and \
                  stay FP32; fidelity not measured; register the custom kernels to run the model"
-            )
-        } else {
-            custom
+            ),
         };
         let image_ranges: String = self
             .synthetic_image_ranges

@@ -93,6 +93,10 @@ fn output_type(
             dtype::FLOAT
         }),
         "If" | "Loop" => None,
+        // Sequences are not tensors; their element types are not tracked.
+        "SequenceEmpty" | "SequenceConstruct" | "SequenceInsert" | "SequenceErase"
+        | "SplitToSequence" | "SequenceMap" => None,
+        "SequenceLength" => Some(dtype::INT64),
         _ => first_input,
     }
 }

@@ -745,7 +745,10 @@ fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
     assert_eq!(fidelity.compared_tensor.as_deref(), Some(logits.as_str()));
     assert!(fidelity.measured.mean_cosine >= 0.99, "{fidelity:?}");
     let summary = q.report.summary_line();
-    assert!(summary.contains(&format!("samples: `{logits}` cosine")), "{summary}");
+    assert!(
+        summary.contains(&format!("samples: `{logits}` cosine")),
+        "{summary}"
+    );
 
     let eval = load_batch(&files[files.len() - 50..], Preprocess::RgbCentered);
     let class = |session: &mut Session, x: &Array4<f32>| {
