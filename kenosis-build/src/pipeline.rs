@@ -299,7 +299,14 @@ pub fn quantize_decoded(
         &input_names,
         calibration_samples,
         path,
-    )?;
+    )
+    .map_err(|e| match e {
+        Error::Runtime { path, message } if data.synthetic => Error::Calibration {
+            path,
+            reason: synthetic_rejected(&specs, &message),
+        },
+        e => e,
+    })?;
     drop(runnable);
     let channel_means: HashMap<String, Vec<f64>> = observations
         .channel_moments
@@ -446,6 +453,26 @@ pub fn quantize_decoded(
     Ok(Quantized { bytes, report })
 }
 
+/// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic int64
+/// inputs are token ids, which a shape, index or size input cannot take.
+fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> String {
+    let ints: Vec<String> = specs
+        .iter()
+        .filter(|s| s.elem_type == crate::onnx::dtype::INT64)
+        .map(|s| format!("`{}`", s.name))
+        .collect();
+    let tokens = if ints.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its int64 inputs ({}) were synthesized as token ids",
+            ints.join(", ")
+        )
+    };
+    format!(
+        "ONNX Runtime failed on synthetic calibration data ({message}){tokens}; give calibration samples"
+    )
+}
 /// The graph half of [`quantize`] without ONNX Runtime: decode, normalize, plan and rewrite
 /// `model_bytes` with every planned activation range set to `[-1, 1]` and no bias
 /// correction, then encode. The result is not a useful model; the function exists so that

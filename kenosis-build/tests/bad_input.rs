@@ -605,3 +605,55 @@ fn valid_model_compiles_and_a_corrupt_cache_entry_is_rebuilt() {
         "the rebuilt entry is identical (deterministic)"
     );
 }
+
+/// A shape input cannot take the token ids synthetic calibration gives int64 inputs: the
+/// error says so and names the input, and no artifact is left.
+#[test]
+fn synthetic_calibration_data_onnx_runtime_rejects_is_explained() {
+    use onnx::{type_proto, TypeProto, ValueInfoProto};
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let head = g.node.len() - 1;
+    let before = g.node[head].input[0].clone();
+    g.node[head].input[0] = "expanded".into();
+    g.node.insert(
+        head,
+        onnx::make_node(
+            "Expand",
+            "expand".into(),
+            vec![before, "shape".into()],
+            vec!["expanded".into()],
+            vec![],
+        ),
+    );
+    g.input.push(ValueInfoProto {
+        name: Some("shape".into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx::dtype::INT64),
+                shape: Some(onnx::TensorShapeProto {
+                    dim: vec![onnx::tensor_shape_proto::Dimension {
+                        value: Some(onnx::tensor_shape_proto::dimension::Value::DimValue(2)),
+                        ..Default::default()
+                    }],
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let s = Sandbox::new();
+    let p = s.write("expand.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("expand.onnx"));
+    assert!(matches!(err, Error::Calibration { .. }), "{err}");
+    assert_mentions(
+        &err,
+        &p,
+        &[
+            "Expand",
+            "`shape`",
+            "synthesized as token ids",
+            "give calibration samples",
+        ],
+    );
+}
