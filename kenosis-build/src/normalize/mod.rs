@@ -60,6 +60,9 @@ pub struct NormalizeSummary {
     pub channel_shuffles_rewritten: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
+    /// Two-input `Sum` nodes written as `Add` (see [`sums_as_adds`]).
+    #[serde(default)]
+    pub sums_as_adds: usize,
     /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
     #[serde(default)]
     pub silus_fused: usize,
@@ -111,6 +114,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     crate::graph::sort_topologically(graph)?;
     summary.constants_extracted = constants::extract(graph)?;
     summary.dropouts_removed = remove_dropouts(graph);
+    summary.sums_as_adds = sums_as_adds(graph);
 
     if opset < TARGET_OPSET {
         let mut names = NameGen::new(graph);
@@ -231,6 +235,26 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
     removed.len()
 }
 
+/// Writes every two-input default-domain `Sum` as `Add`, the same computation (both
+/// broadcast numpy-style from opset 8 and 7 on, and older Sums do not broadcast at all).
+/// Caffe2 exports (the ONNX zoo's ResNet-50, ShuffleNet) join residual branches with `Sum`,
+/// which no integer kernel runs: it stayed float between a DequantizeLinear and a
+/// QuantizeLinear, while ONNX Runtime fuses `DQ → Add → Q` into QLinearAdd.
+/// Returns the number rewritten.
+pub fn sums_as_adds(graph: &mut onnx::GraphProto) -> usize {
+    let mut count = 0;
+    for node in &mut graph.node {
+        if node.op_type() == "Sum"
+            && onnx::is_default_domain(node.domain())
+            && node.input.len() == 2
+        {
+            node.op_type = Some("Add".into());
+            count += 1;
+        }
+    }
+    count
+}
+
 /// Removes the nodes whose indices are in `removed`, keeping the others' order.
 fn remove_nodes(graph: &mut onnx::GraphProto, removed: &HashSet<usize>) {
     let mut i = 0;
@@ -270,6 +294,25 @@ mod tests {
     use super::test_graph::{model, node};
     use super::*;
     use crate::onnx::{attr, tensor};
+
+    #[test]
+    fn a_two_input_sum_becomes_an_add_and_a_three_input_one_stays() {
+        let mut m = model(
+            vec![
+                node("Sum", &["x", "x"], "two"),
+                node("Sum", &["two", "x", "x"], "y"),
+            ],
+            &["y"],
+            vec![],
+        );
+        let summary = normalize(&mut m).unwrap();
+        assert_eq!(summary.sums_as_adds, 1);
+        let g = m.graph.as_ref().unwrap();
+        let ops: Vec<&str> = g.node.iter().map(|n| n.op_type()).collect();
+        assert_eq!(ops, ["Add", "Sum"]);
+        assert_eq!(g.node[0].input, ["x", "x"]);
+        assert_eq!(g.node[0].output, ["two"]);
+    }
 
     /// The ONNX model zoo's DenseNet-121 (a Caffe2 conversion, opset 9) writes each
     /// BatchNormalization's affine part as `Mul(Unsqueeze(w))` and `Add(Unsqueeze(b))`.
