@@ -35,7 +35,10 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         let (Some(data), [out]) = (node.input.first(), node.output.as_slice()) else {
             continue;
         };
-        if !crate::onnx::is_default_domain(node.domain()) || outputs.contains(out) {
+        if !crate::onnx::is_default_domain(node.domain())
+            || outputs.contains(out)
+            || initializer.contains_key(out)
+        {
             continue;
         }
         let Some(&k) = initializer.get(data) else {
@@ -99,8 +102,9 @@ fn output_dims(
             attr::int(node, "allowzero", 0) != 0,
         ),
         "Unsqueeze" => {
-            let rank = dims.len() + axes()?.len();
-            let at = normalized_axes(&axes()?, rank)?;
+            let axes = axes()?;
+            let rank = dims.len() + axes.len();
+            let at = normalized_axes(&axes, rank)?;
             let mut rest = dims.iter();
             (0..rank)
                 .map(|k| {

@@ -24,6 +24,10 @@ use crate::onnx::{attr, make_node, tensor, GraphProto};
 /// The Transpose permutation that swaps the group and member axes of a 5-D view.
 const SHUFFLE_PERM: [i64; 5] = [0, 2, 1, 3, 4];
 
+/// Most channels a rewritten shuffle may have: the permutation is stored as one int64 per
+/// channel, and the view's numbers come from the file.
+const MAX_CHANNELS: i64 = 1 << 20;
+
 /// Rewrites every channel shuffle of the main graph (see the module docs) and returns how
 /// many it rewrote.
 pub fn rewrite(graph: &mut GraphProto, names: &mut NameGen) -> usize {
@@ -37,37 +41,43 @@ pub fn rewrite(graph: &mut GraphProto, names: &mut NameGen) -> usize {
     let is_default_domain = |n: &crate::onnx::NodeProto| crate::onnx::is_default_domain(n.domain());
     let mut found = Vec::new();
     for (t, transpose) in graph.node.iter().enumerate() {
+        let ([shuffled], [out]) = (transpose.input.as_slice(), transpose.output.as_slice()) else {
+            continue;
+        };
         if transpose.op_type() != "Transpose"
             || !is_default_domain(transpose)
             || attr::ints(transpose, "perm").as_deref() != Some(&SHUFFLE_PERM[..])
-            || index.outputs.contains(&transpose.output[0])
+            || index.outputs.contains(out)
         {
             continue;
         }
-        let Some(&r) = index.producer.get(&transpose.input[0]) else {
+        let Some(&r) = index.producer.get(shuffled) else {
             continue;
         };
         let reshape = &graph.node[r];
+        let ([_, view_shape], [_]) = (reshape.input.as_slice(), reshape.output.as_slice()) else {
+            continue;
+        };
         if reshape.op_type() != "Reshape"
             || !is_default_domain(reshape)
-            || index.consumers_of(&reshape.output[0]).len() != 1
-            || index.outputs.contains(&reshape.output[0])
+            || index.consumers_of(shuffled).len() != 1
+            || index.outputs.contains(shuffled)
         {
             continue;
         }
-        let Some(view) = reshape.input.get(1).and_then(|s| constant(s)) else {
+        let Some(view) = constant(view_shape) else {
             continue;
         };
         let Some((runs, channels, block)) = blocks(&view) else {
             continue;
         };
-        let readers = index.consumers_of(&transpose.output[0]);
+        let readers = index.consumers_of(out);
         let readers_flatten = !readers.is_empty()
             && readers.iter().all(|&c| {
                 let reader = &graph.node[c];
                 reader.op_type() == "Reshape"
                     && is_default_domain(reader)
-                    && reader.input.first() == Some(&transpose.output[0])
+                    && reader.input.first() == Some(out)
                     && reader
                         .input
                         .get(1)
@@ -124,8 +134,8 @@ pub fn rewrite(graph: &mut GraphProto, names: &mut NameGen) -> usize {
 }
 
 /// `(n, g·k, h·w)` for a shuffle view `[n, g, k, h, w]` whose `g`, `k`, `h`, `w` are given
-/// (positive); `n` may be anything Reshape accepts there (0 copies the input's first dim
-/// in both views, -1 infers the same value in both).
+/// (positive, at most [`MAX_CHANNELS`] channels); `n` may be anything Reshape accepts there
+/// (0 copies the input's first dim in both views, -1 infers the same value in both).
 fn blocks(view: &[i64]) -> Option<(i64, i64, i64)> {
     let [n, g, k, h, w] = *view else {
         return None;
@@ -133,7 +143,8 @@ fn blocks(view: &[i64]) -> Option<(i64, i64, i64)> {
     if [g, k, h, w].iter().any(|&d| d <= 0) || n < -1 {
         return None;
     }
-    Some((n, g.checked_mul(k)?, h.checked_mul(w)?))
+    let channels = g.checked_mul(k).filter(|&c| c <= MAX_CHANNELS)?;
+    Some((n, channels, h.checked_mul(w)?))
 }
 
 /// The channel order a shuffle of `g` groups of `k` produces: output channel `m·g + j` is
