@@ -231,11 +231,12 @@ mod tests {
     }
 
     #[test]
-    fn views_that_depend_on_the_input_dims_stay() {
+    fn views_that_depend_on_the_input_dims_or_are_too_large_stay() {
         for (view, flat) in [
             (vec![1, 2, 3, 0, 5], vec![1, 6, 4, 5]), // h copied from the input
             (vec![1, 2, -1, 4, 5], vec![1, 6, 4, 5]), // k inferred
             (vec![1, 2, 3, 4, 5], vec![1, 0, 4, 5]), // flat copies the 5-D view's dim
+            (vec![1, 1 << 40, 1 << 20, 1, 1], vec![1, -1, 1, 1]), // too many channels
         ] {
             let mut m = shuffle_graph(&view, &flat);
             let g = m.graph.as_mut().unwrap();
