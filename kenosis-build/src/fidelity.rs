@@ -12,7 +12,7 @@
 //! the sample mean alone: measured on EfficientNet-Lite0, a build whose 20 held-out samples
 //! averaged 0.9954 gave 0.9935 on 900 other images, short of a 0.995 target.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use ort::session::builder::GraphOptimizationLevel;
@@ -103,29 +103,33 @@ pub struct Evaluator<'a> {
 /// non-float type and [`compared_tensor`] finds no float tensor computing them (a graph of
 /// sequence or string ops only). Such a model has nothing to quantize either.
 pub fn nothing_to_compare(model: &ModelProto) -> bool {
-    let Some(graph) = model.graph.as_ref() else {
-        return true;
-    };
-    let types = crate::types::infer_elem_types(graph);
+    model.graph.as_ref().is_none_or(|graph| {
+        no_float_output(graph, &crate::types::infer_elem_types(graph))
+            && compared_tensor(model).is_none()
+    })
+}
+
+/// Whether every graph output has a known type other than float.
+fn no_float_output(graph: &crate::onnx::GraphProto, types: &HashMap<String, i32>) -> bool {
     graph.output.iter().all(|o| {
         types
             .get(o.name())
             .is_some_and(|&t| t != crate::onnx::dtype::FLOAT)
-    }) && compared_tensor(model).is_none()
+    })
 }
 
 /// The tensor compared when `model` has no float graph output (a classifier ending in
 /// ArgMax, a detector returning only indices): the float tensor nearest its outputs,
 /// searching back through their producers breadth-first, e.g. the logits an ArgMax reads.
-/// `None` when a graph output is float (the first float output is compared) or when no
-/// tensor computed by the graph is float.
+/// `None` when a graph output is or may be float (the first float output is compared) or
+/// when no tensor computed by the graph is float.
 pub fn compared_tensor(model: &ModelProto) -> Option<String> {
     let graph = model.graph.as_ref()?;
     let types = crate::types::infer_elem_types(graph);
-    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
-    if graph.output.iter().any(|o| is_float(o.name())) {
+    if !no_float_output(graph, &types) {
         return None;
     }
+    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
     let index = crate::graph::GraphIndex::new(graph);
     let mut queue: std::collections::VecDeque<&str> =
         graph.output.iter().map(|o| o.name()).collect();

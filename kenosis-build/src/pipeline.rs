@@ -473,6 +473,7 @@ fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> St
         "ONNX Runtime failed on synthetic calibration data ({message}){tokens}; give calibration samples"
     )
 }
+
 /// The graph half of [`quantize`] without ONNX Runtime: decode, normalize, plan and rewrite
 /// `model_bytes` with every planned activation range set to `[-1, 1]` and no bias
 /// correction, then encode. The result is not a useful model; the function exists so that

@@ -235,8 +235,9 @@ fn remove_dropouts(graph: &mut onnx::GraphProto) -> usize {
     removed.len()
 }
 
-/// Writes every two-input default-domain `Sum` as `Add`, the same computation (both
-/// broadcast numpy-style from opset 8 and 7 on, and older Sums do not broadcast at all).
+/// Writes every two-input default-domain `Sum` as `Add`, the same computation: Sum
+/// broadcasts numpy-style from opset 8 and Add from opset 7, and an opset-7 Sum needs equal
+/// shapes, which Add accepts as well.
 /// Caffe2 exports (the ONNX zoo's ResNet-50, ShuffleNet) join residual branches with `Sum`,
 /// which no integer kernel runs: it stayed float between a DequantizeLinear and a
 /// QuantizeLinear, while ONNX Runtime fuses `DQ → Add → Q` into QLinearAdd.
