@@ -76,7 +76,8 @@ fn seed_corpus(root: &Path, corpus: &Path) -> Result<()> {
     std::fs::create_dir_all(corpus).with_context(|| format!("creating {}", corpus.display()))?;
     let shared_models = super::test::check_shared_dir()?.map(|d| d.join("models"));
     let mut seeds = 0;
-    for dir in std::iter::once(root.join("tests/fixtures/tiny")).chain(shared_models) {
+    let fixtures = ["tests/fixtures/tiny", "tests/fixtures/onnx-zoo"].map(|d| root.join(d));
+    for dir in fixtures.into_iter().chain(shared_models) {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
