@@ -557,21 +557,43 @@ struct Calibrated<'a> {
     weight_options: WeightOptions,
 }
 
+/// Why a node reading or writing a tensor without a calibrated range stays FP32.
+const UNCALIBRATED_TENSOR_REASON: &str =
+    "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
+
 impl Calibrated<'_> {
     /// Plans and rewrites a fresh copy of the model, keeping `keep_float` nodes in FP32.
     fn build(&self, keep_float: &HashSet<String>) -> Result<Built, String> {
         let mut model = self.model.clone();
         let graph = model.graph.as_mut().expect("normalized");
-        let plan = plan::plan(
-            graph,
-            self.types,
-            &PlanOptions {
-                keep_float: keep_float.clone(),
-                keep_float_reasons: self.keep_float_reasons.clone(),
-                float_tensors: self.float_tensors.clone(),
-            },
-        );
-        let act = rewrite::activation_params(&plan, graph, self.ranges);
+        // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not
+        // observe (a squeeze-and-excitation pool kept for a fidelity target leaves its Conv
+        // reading the pool's own output): without a range it cannot be quantized, so the
+        // nodes around it stay FP32 too, and the report says so.
+        let mut float_tensors = self.float_tensors.clone();
+        let (plan, act) = loop {
+            let plan = plan::plan(
+                graph,
+                self.types,
+                &PlanOptions {
+                    keep_float: keep_float.clone(),
+                    keep_float_reasons: self.keep_float_reasons.clone(),
+                    float_tensors: float_tensors.clone(),
+                },
+            );
+            let act = rewrite::activation_params(&plan, graph, self.ranges);
+            let uncalibrated: Vec<&String> = plan
+                .tensors
+                .keys()
+                .filter(|t| !act.contains_key(*t))
+                .collect();
+            if uncalibrated.is_empty() {
+                break (plan, act);
+            }
+            for t in uncalibrated {
+                float_tensors.insert(t.clone(), format!("`{t}` {UNCALIBRATED_TENSOR_REASON}"));
+            }
+        };
         let summary = rewrite::rewrite(
             graph,
             &plan,
