@@ -33,7 +33,7 @@ const CONFIDENCE_Z: f64 = 1.645;
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Target {
     /// Minimum mean cosine similarity of the first float graph output (flattened; see
-    /// [`compared_tensor`] for models without one) to FP32, required of the 95% lower
+    /// [`Compared`] for models without one) to FP32, required of the 95% lower
     /// confidence bound ([`Measured::cosine_lower_bound`]).
     pub min_cosine: Option<f64>,
     /// Minimum fraction of held-out samples whose first output has the same argmax as FP32
@@ -83,7 +83,7 @@ pub struct FidelityReport {
     pub kept_fp32: Vec<String>,
     /// Measured cosine gain of keeping each op in FP32 alone, largest first (top 10).
     pub most_sensitive: Vec<(String, f64)>,
-    /// The tensor compared when no graph output is float ([`compared_tensor`]); `None`: the
+    /// The tensor compared when no graph output is float ([`Compared::Tensor`]); `None`: the
     /// first float graph output.
     #[serde(default)]
     pub compared_tensor: Option<String>,
@@ -95,41 +95,36 @@ pub struct Evaluator<'a> {
     input_names: &'a [String],
     samples: &'a [Vec<SampleValue>],
     reference: Vec<Vec<f32>>,
-    /// See [`compared_tensor`].
+    /// The tensor compared ([`Compared::Tensor`]), or `None` for the first float output.
     compared: Option<String>,
 }
 
-/// True when no tensor of `model` can be compared with FP32: every graph output has a known
-/// non-float type and [`compared_tensor`] finds no float tensor computing them (a graph of
-/// sequence or string ops only). Such a model has nothing to quantize either.
-pub fn nothing_to_compare(model: &ModelProto) -> bool {
-    model.graph.as_ref().is_none_or(|graph| {
-        no_float_output(graph, &crate::types::infer_elem_types(graph))
-            && compared_tensor(model).is_none()
-    })
+/// What the fidelity check compares with FP32.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compared {
+    /// The first float graph output: some graph output is, or may be, float.
+    FirstFloatOutput,
+    /// Every graph output has a known non-float type (a classifier ending in ArgMax, a
+    /// detector returning only indices): the float tensor nearest the outputs, searching back
+    /// through their producers breadth-first, e.g. the logits an ArgMax reads.
+    Tensor(String),
+    /// No tensor the graph computes is float (a graph of sequence or string ops only); such
+    /// a model has nothing to quantize either.
+    Nothing,
 }
 
-/// Whether every graph output has a known type other than float.
-fn no_float_output(graph: &crate::onnx::GraphProto, types: &HashMap<String, i32>) -> bool {
-    graph.output.iter().all(|o| {
+/// What to compare in `graph`, given its element types (see
+/// [`crate::types::infer_elem_types`]).
+pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, i32>) -> Compared {
+    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
+    let all_known_non_float = graph.output.iter().all(|o| {
         types
             .get(o.name())
             .is_some_and(|&t| t != crate::onnx::dtype::FLOAT)
-    })
-}
-
-/// The tensor compared when `model` has no float graph output (a classifier ending in
-/// ArgMax, a detector returning only indices): the float tensor nearest its outputs,
-/// searching back through their producers breadth-first, e.g. the logits an ArgMax reads.
-/// `None` when a graph output is or may be float (the first float output is compared) or
-/// when no tensor computed by the graph is float.
-pub fn compared_tensor(model: &ModelProto) -> Option<String> {
-    let graph = model.graph.as_ref()?;
-    let types = crate::types::infer_elem_types(graph);
-    if !no_float_output(graph, &types) {
-        return None;
+    });
+    if !all_known_non_float {
+        return Compared::FirstFloatOutput;
     }
-    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
     let index = crate::graph::GraphIndex::new(graph);
     let mut queue: std::collections::VecDeque<&str> =
         graph.output.iter().map(|o| o.name()).collect();
@@ -139,7 +134,7 @@ pub fn compared_tensor(model: &ModelProto) -> Option<String> {
             continue;
         };
         if is_float(t) && !index.outputs.contains(t) {
-            return Some(t.to_owned());
+            return Compared::Tensor(t.to_owned());
         }
         for input in graph.node[p].input.iter().filter(|i| !i.is_empty()) {
             if seen.insert(input) {
@@ -147,16 +142,17 @@ pub fn compared_tensor(model: &ModelProto) -> Option<String> {
             }
         }
     }
-    None
+    Compared::Nothing
 }
 
 impl<'a> Evaluator<'a> {
-    /// Runs the FP32 model on `samples` once to get the reference outputs.
+    /// Runs the FP32 model on `samples` once to get the reference outputs of `compared`.
     ///
     /// # Errors
     /// [`Error::Runtime`] when ONNX Runtime fails.
     pub fn new(
         fp32: &ModelProto,
+        compared: &Compared,
         input_names: &'a [String],
         samples: &'a [Vec<SampleValue>],
         path: &Path,
@@ -166,7 +162,10 @@ impl<'a> Evaluator<'a> {
             input_names,
             samples,
             reference: Vec::new(),
-            compared: compared_tensor(fp32),
+            compared: match compared {
+                Compared::Tensor(t) => Some(t.clone()),
+                Compared::FirstFloatOutput | Compared::Nothing => None,
+            },
         };
         e.reference = e.outputs(fp32)?;
         Ok(e)
@@ -358,11 +357,15 @@ mod tests {
         m
     }
 
+    fn compared_in(m: &ModelProto) -> Compared {
+        let graph = m.graph.as_ref().unwrap();
+        compared(graph, &crate::types::infer_elem_types(graph))
+    }
+
     #[test]
     fn a_float_output_is_compared_itself() {
         let m = graph_with_output(vec![node("Relu", &["x"], "y")], dtype::FLOAT);
-        assert_eq!(compared_tensor(&m), None);
-        assert!(!nothing_to_compare(&m));
+        assert_eq!(compared_in(&m), Compared::FirstFloatOutput);
     }
 
     #[test]
@@ -371,8 +374,7 @@ mod tests {
             vec![node("Relu", &["x"], "r"), node("ArgMax", &["r"], "y")],
             dtype::INT64,
         );
-        assert_eq!(compared_tensor(&m).as_deref(), Some("r"));
-        assert!(!nothing_to_compare(&m));
+        assert_eq!(compared_in(&m), Compared::Tensor("r".into()));
     }
 
     #[test]
@@ -384,7 +386,6 @@ mod tests {
             ],
             dtype::INT64,
         );
-        assert_eq!(compared_tensor(&m), None);
-        assert!(nothing_to_compare(&m));
+        assert_eq!(compared_in(&m), Compared::Nothing);
     }
 }

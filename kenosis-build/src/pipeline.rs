@@ -374,12 +374,14 @@ pub fn quantize_decoded(
     let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
     let built = build(&keep)?;
     // Without a float tensor there is nothing to measure, which only matters to a target.
-    let measurable = !fidelity::nothing_to_compare(&model) || options.fidelity_target.is_some();
+    let compared = fidelity::compared(graph, &types);
+    let measurable = compared != fidelity::Compared::Nothing || options.fidelity_target.is_some();
     let (built, fidelity_report) = if uncalibratable.is_empty() && measurable {
         // Measured on a fifth of the calibration samples: held out of range calibration
         // when a target is set (see `data` above), shared with it otherwise.
         let eval_samples = &data.samples[data.samples.len() - held_out..];
-        let evaluator = fidelity::Evaluator::new(&model, &input_names, eval_samples, path)?;
+        let evaluator =
+            fidelity::Evaluator::new(&model, &compared, &input_names, eval_samples, path)?;
         let graph = model.graph.as_ref().expect("normalized");
         let candidates: Vec<String> = built
             .plan

@@ -56,9 +56,8 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         let Some(dims) = output_dims(node, &source.dims, ints) else {
             continue;
         };
-        if tensor::element_count(&dims).is_none()
-            || tensor::element_count(&dims) != tensor::element_count(&source.dims)
-        {
+        let count = tensor::element_count(&dims);
+        if count.is_none() || count != tensor::element_count(&source.dims) {
             continue;
         }
         let mut folded = source.clone();
