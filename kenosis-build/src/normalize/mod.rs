@@ -1,8 +1,9 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
 //! weights as initializers (layout ops on them evaluated), inference-only ops removed,
 //! per-channel Mul/Add and BatchNormalization folded into convolutions, channel shuffles
-//! written as a Gather, SiLUs fused into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes
-//! fused into `HardSwish`, default-domain opset >= 13, nodes in topological order.
+//! written as a Gather, Splits with constant sizes written as Slices, SiLUs fused into ONNX
+//! Runtime's `QuickGelu`, spelled-out HardSwishes fused into `HardSwish`, default-domain
+//! opset >= 13, nodes in topological order.
 
 mod affine;
 mod batchnorm;
@@ -13,6 +14,7 @@ mod layout;
 mod opset;
 mod shuffle;
 pub mod silu;
+mod split;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
@@ -58,6 +60,9 @@ pub struct NormalizeSummary {
     /// [`shuffle`]).
     #[serde(default)]
     pub channel_shuffles_rewritten: usize,
+    /// `Split`s with constant sizes written as one `Slice` per output (see [`split`]).
+    #[serde(default)]
+    pub splits_as_slices: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
     /// Two-input `Sum` nodes written as `Add` (see [`sums_as_adds`]).
@@ -134,6 +139,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.layout_ops_folded = layout::fold(graph);
     let mut names = NameGen::new(graph);
     summary.channel_shuffles_rewritten = shuffle::rewrite(graph, &mut names);
+    summary.splits_as_slices = split::as_slices(graph, &mut names);
     // Affine ops before and after BatchNormalization: `ConvTranspose → Add → BN` (PP-OCR)
     // needs the Add folded for the BN to fold, `Conv → BN → Mul → Add` (DenseNet's Caffe2
     // export) the BN folded for the Mul and Add to fold.

@@ -158,7 +158,7 @@ fn permutation(g: i64, k: i64) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::normalize::test_graph::{model, node, run_y};
 
     fn shuffle_graph(view: &[i64], flat: &[i64]) -> crate::onnx::ModelProto {
         let mut transpose = node("Transpose", &["v"], "t");
@@ -201,21 +201,6 @@ mod tests {
         assert!(g.initializer.iter().all(|t| t.name() != "view"));
     }
 
-    /// The first float output of `model` on `x` (input `x`), run in ONNX Runtime without
-    /// graph optimizations.
-    fn run(model: &crate::onnx::ModelProto, x: &ndarray::ArrayD<f32>) -> Vec<f32> {
-        use crate::calibrate::data::SampleValue;
-        use crate::calibrate::session::{borrowed, sample_inputs, session};
-        use prost::Message;
-        let path = std::path::Path::new("shuffle-test.onnx");
-        let level = ort::session::builder::GraphOptimizationLevel::Disable;
-        let mut s = session(path, model.encode_to_vec(), level, 1).unwrap();
-        let inputs = sample_inputs(&["x".into()], &[SampleValue::F32(x.clone())], path).unwrap();
-        let out = s.run(borrowed(&inputs)).unwrap();
-        let (_, values) = out["y"].try_extract_tensor::<f32>().unwrap();
-        values.to_vec()
-    }
-
     #[test]
     fn the_gather_computes_what_the_transpose_did_in_onnx_runtime() {
         // Batch 2, 3 groups of 4 channels, 2x3 maps; the flat Reshape leaves the batch to -1.
@@ -227,7 +212,7 @@ mod tests {
         let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[2, 12, 2, 3]), |i| {
             (i[0] * 1000 + i[1] * 10 + i[2] * 3 + i[3]) as f32
         });
-        assert_eq!(run(&rewritten, &x), run(&original, &x));
+        assert_eq!(run_y(&rewritten, &x), run_y(&original, &x));
     }
 
     #[test]

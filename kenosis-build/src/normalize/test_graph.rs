@@ -50,3 +50,17 @@ pub fn model(nodes: Vec<NodeProto>, outputs: &[&str], initializer: Vec<TensorPro
         ..Default::default()
     }
 }
+
+/// Output `y` of `model` on input `x`, run in ONNX Runtime without graph optimizations.
+pub fn run_y(model: &ModelProto, x: &ndarray::ArrayD<f32>) -> Vec<f32> {
+    use crate::calibrate::data::SampleValue;
+    use crate::calibrate::session::{borrowed, sample_inputs, session};
+    use prost::Message;
+    let path = std::path::Path::new("normalize-test.onnx");
+    let level = ort::session::builder::GraphOptimizationLevel::Disable;
+    let mut s = session(path, model.encode_to_vec(), level, 1).unwrap();
+    let inputs = sample_inputs(&["x".into()], &[SampleValue::F32(x.clone())], path).unwrap();
+    let out = s.run(borrowed(&inputs)).unwrap();
+    let (_, values) = out["y"].try_extract_tensor::<f32>().unwrap();
+    values.to_vec()
+}
