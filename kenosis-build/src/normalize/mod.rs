@@ -1,9 +1,9 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
 //! weights as initializers (layout ops on them evaluated), inference-only ops removed,
-//! per-channel Mul/Add and BatchNormalization folded into convolutions, channel shuffles
-//! written as a Gather, Splits with constant sizes written as Slices, SiLUs fused into ONNX
-//! Runtime's `QuickGelu`, spelled-out HardSwishes fused into `HardSwish`, default-domain
-//! opset >= 13, nodes in topological order.
+//! zero Pads, per-channel Mul/Add and BatchNormalization folded into convolutions, channel
+//! shuffles written as a Gather, Splits with constant sizes written as Slices, SiLUs fused
+//! into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes fused into `HardSwish`,
+//! default-domain opset >= 13, nodes in topological order.
 
 mod affine;
 mod batchnorm;
@@ -12,6 +12,7 @@ mod conv;
 pub mod hardswish;
 mod layout;
 mod opset;
+mod pad;
 mod shuffle;
 pub mod silu;
 mod split;
@@ -47,6 +48,9 @@ pub struct NormalizeSummary {
     /// initializers evaluated into initializers (see [`layout`]).
     #[serde(default)]
     pub layout_ops_folded: usize,
+    /// Zero `Pad`s folded into the `pads` of the Conv reading them (see [`pad`]).
+    #[serde(default)]
+    pub pads_folded: usize,
     /// Constant per-channel Adds folded into the bias of the preceding Conv/ConvTranspose.
     #[serde(default)]
     pub bias_adds_folded: usize,
@@ -137,6 +141,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     let graph = model.graph.as_mut().expect("checked above");
     // After the upgrade, so that axes and shapes are operands in every opset.
     summary.layout_ops_folded = layout::fold(graph);
+    summary.pads_folded = pad::fold_into_convs(graph);
     let mut names = NameGen::new(graph);
     summary.channel_shuffles_rewritten = shuffle::rewrite(graph, &mut names);
     summary.splits_as_slices = split::as_slices(graph, &mut names);
