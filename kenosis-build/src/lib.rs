@@ -216,7 +216,9 @@ impl Config {
         self
     }
 
-    /// Keeps the node named `name` in FP32 (in every model).
+    /// Keeps the node named `name` in FP32 (in every model). Names are those of the model
+    /// file's nodes; each report lists the names its model has no node for
+    /// (`keep_float_unmatched`), and a name no model has gets a `cargo:warning`.
     pub fn keep_float(mut self, name: impl Into<String>) -> Self {
         self.keep_float.push(name.into());
         self
@@ -342,6 +344,7 @@ impl Config {
             fidelity_target: self.fidelity_target,
         };
         let mut manifest = Manifest::new();
+        let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
         for model in &models {
             let mut calib = model
                 .calibration_npy_dir
@@ -363,7 +366,10 @@ impl Config {
                 &model_options,
             );
             manifest.models.push(match (entry, &model.call) {
-                (Ok(entry), _) => entry,
+                (Ok((entry, unmatched)), _) => {
+                    unmatched_per_model.push(unmatched);
+                    entry
+                }
                 (Err(e), None) => return Err(e),
                 (Err(e), Some(call)) => {
                     return Err(Error::CallSite {
@@ -374,6 +380,11 @@ impl Config {
                     })
                 }
             });
+        }
+        for name in unmatched_everywhere(&self.keep_float, &unmatched_per_model) {
+            cargo::warning(&format!(
+                "kenosis: keep_float(\"{name}\") names no node of any model; it is a node name of the model file, and nodes normalization folds away (BatchNormalization, Dropout, a SiLU's Sigmoid and Mul, Split, Pad) cannot be kept"
+            ));
         }
         manifest
             .write(&Manifest::path_in(&out_dir))
@@ -388,7 +399,7 @@ impl Config {
         model: &ModelConfig,
         calib: Option<&PathBuf>,
         options: &QuantizeOptions,
-    ) -> Result<ModelEntry> {
+    ) -> Result<(ModelEntry, Vec<String>)> {
         let path = manifest_dir.join(&model.path);
         cargo::rerun_if_changed(&path);
         let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -449,7 +460,7 @@ impl Config {
             &report_path,
             &serde_json::to_vec_pretty(&report).expect("report serializes"),
         )?;
-        Ok(ModelEntry {
+        let entry = ModelEntry {
             source: model.path.display().to_string(),
             source_path,
             artifact_path,
@@ -461,8 +472,19 @@ impl Config {
                 .call
                 .as_ref()
                 .map_or_else(String::new, |c| c.options.canonical()),
-        })
+        };
+        Ok((entry, report.keep_float_unmatched))
     }
+}
+
+/// The `keep_float` names that match a node in none of the models, given each model's
+/// unmatched names (a name may rightly be absent from some models: it applies to all).
+fn unmatched_everywhere<'a>(names: &'a [String], per_model: &[Vec<String>]) -> Vec<&'a str> {
+    names
+        .iter()
+        .filter(|n| !per_model.is_empty() && per_model.iter().all(|u| u.contains(n)))
+        .map(String::as_str)
+        .collect()
 }
 
 /// Call-site options override the build's.
@@ -549,7 +571,15 @@ fn reduce_range_default(target: &str, target_features: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::reduce_range_default;
+    use super::{reduce_range_default, unmatched_everywhere};
+
+    #[test]
+    fn a_keep_float_name_is_unmatched_only_when_no_model_has_it() {
+        let names = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let per_model = [vec!["a".to_owned(), "b".to_owned()], vec!["b".to_owned()]];
+        assert_eq!(unmatched_everywhere(&names, &per_model), ["b"]);
+        assert!(unmatched_everywhere(&names, &[]).is_empty());
+    }
 
     #[test]
     fn reduce_range_is_the_default_on_x86_without_vnni_only() {

@@ -240,6 +240,13 @@ pub fn quantize_decoded(
         .map(|(name, reason)| (name.clone(), reason.clone()))
         .collect();
     let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
+    let node_names: HashSet<&str> = graph.node.iter().map(|n| n.name()).collect();
+    let mut keep_float_unmatched: Vec<String> = keep
+        .iter()
+        .filter(|name| !node_names.contains(name.as_str()))
+        .cloned()
+        .collect();
+    keep_float_unmatched.sort_unstable();
     keep.extend(keep_float_reasons.keys().cloned());
     let plan_options = PlanOptions {
         keep_float: keep.clone(),
@@ -438,6 +445,7 @@ pub fn quantize_decoded(
         normalize: normalized,
         ops_quantized,
         nodes_fp32: plan.float_nodes.clone(),
+        keep_float_unmatched,
         activations_absorbed: plan.absorbed.len(),
         rewrite: rewrite_summary,
         calibration_method: options.method.canonical(),

@@ -27,6 +27,11 @@ pub struct Report {
     pub ops_quantized: BTreeMap<String, usize>,
     /// Nodes with a quantizable op type left FP32, and why.
     pub nodes_fp32: Vec<FloatNode>,
+    /// Names given to `keep_float` that match no node of the normalized model: a typo, or a
+    /// node normalization folded away (BatchNormalization, Dropout, a SiLU's Sigmoid and Mul,
+    /// a Split, a Pad).
+    #[serde(default)]
+    pub keep_float_unmatched: Vec<String>,
     /// Relu/Clip nodes folded into their producer's quantized range.
     pub activations_absorbed: usize,
     /// Q/DQ, weight and bias counts.

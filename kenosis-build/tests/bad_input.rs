@@ -657,3 +657,30 @@ fn synthetic_calibration_data_onnx_runtime_rejects_is_explained() {
         ],
     );
 }
+
+#[test]
+fn keep_float_names_matching_no_node_are_reported() {
+    let sb = Sandbox::new();
+    sb.write("tiny.onnx", &std::fs::read(TINY).expect("fixture"));
+    sb.config()
+        .model("tiny.onnx")
+        .keep_float("conv")
+        .keep_float("cnov")
+        .compile()
+        .expect("a misspelled name is not an error: names apply to every model");
+    let report_path = std::fs::read_dir(sb.path("out/kenosis"))
+        .expect("artifacts")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".report.json"))
+        .expect("report written");
+    let report: kenosis_build::report::Report =
+        serde_json::from_slice(&std::fs::read(report_path).expect("report")).expect("parses");
+    assert_eq!(report.keep_float_unmatched, ["cnov"]);
+    let conv = report.nodes_fp32.iter().find(|n| n.name == "conv");
+    assert!(
+        conv.is_some_and(|n| n.reason.contains("by request")),
+        "{:?}",
+        report.nodes_fp32
+    );
+}
