@@ -475,6 +475,17 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
         "{outliers:?}"
     );
 
+    // Output 3 (`461`) is the mean-pooled sentence embedding.
+    let graph_outputs: Vec<&str> = q.report.outputs.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(graph_outputs[3], "461", "{graph_outputs:?}");
+    let cos = minilm_embedding_cosine(&fp32, &q.bytes);
+    eprintln!("MiniLM sentence embeddings: mean cosine {cos:.4}");
+    assert!(cos >= 0.98, "MiniLM sentence embedding cosine {cos:.4}");
+}
+
+/// Mean cosine of MiniLM's sentence embedding (output 3) between two builds on the real
+/// sentences.
+fn minilm_embedding_cosine(fp32: &[u8], int8: &[u8]) -> f64 {
     let names: Vec<String> = vec!["input_ids".into(), "attention_mask".into()];
     let samples: Vec<Vec<SampleValue>> = sentences()
         .into_iter()
@@ -487,12 +498,93 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
             ]
         })
         .collect();
-    // Output 3 (`461`) is the mean-pooled sentence embedding.
-    let graph_outputs: Vec<&str> = q.report.outputs.iter().map(|o| o.name.as_str()).collect();
-    assert_eq!(graph_outputs[3], "461", "{graph_outputs:?}");
-    let cos = mean_cosine(&fp32, &q.bytes, &names, &samples, 3);
-    eprintln!("MiniLM sentence embeddings: mean cosine {cos:.4}");
-    assert!(cos >= 0.98, "MiniLM sentence embedding cosine {cos:.4}");
+    mean_cosine(fp32, int8, &names, &samples, 3)
+}
+
+/// `model` with every LayerNormalization written out as exporters before opset 17 do:
+/// `d = x − ReduceMean(x)`, `d / Sqrt(ReduceMean(Pow(d, 2)) + ε) · γ + β`.
+fn with_written_out_layer_norms(model: &[u8]) -> Vec<u8> {
+    use kenosis_build::onnx::{attr, make_node, tensor, ModelProto};
+    use prost::Message;
+    let mut m = ModelProto::decode(model).expect("model decodes");
+    let g = m.graph.as_mut().expect("graph");
+    g.initializer.push(tensor::from_f32("ln_two", &[], &[2.0]));
+    let mut nodes = Vec::new();
+    for (k, n) in std::mem::take(&mut g.node).into_iter().enumerate() {
+        if n.op_type() != "LayerNormalization" {
+            nodes.push(n);
+            continue;
+        }
+        assert_eq!(attr::int(&n, "axis", -1), -1, "{}", n.name());
+        let eps = format!("ln{k}_eps");
+        g.initializer.push(tensor::from_f32(
+            &eps,
+            &[],
+            &[attr::float(&n, "epsilon", 1e-5)],
+        ));
+        let t = |s: &str| format!("ln{k}_{s}");
+        let op = |op: &str, inputs: &[&str], out: &str| {
+            let inputs = inputs.iter().map(|i| i.to_string()).collect();
+            make_node(op, t(out), inputs, vec![t(out)], vec![])
+        };
+        let mean_of = |x: &str, out: &str| {
+            let mut r = op("ReduceMean", &[x], out);
+            r.attribute.push(attr::make_ints("axes", &[-1]));
+            r
+        };
+        let (x, gamma, beta) = (&n.input[0], &n.input[1], &n.input[2]);
+        nodes.extend([
+            mean_of(x, "mean"),
+            op("Sub", &[x, &t("mean")], "d"),
+            op("Pow", &[&t("d"), "ln_two"], "sq"),
+            mean_of(&t("sq"), "var"),
+            op("Add", &[&t("var"), &eps], "ve"),
+            op("Sqrt", &[&t("ve")], "std"),
+            op("Div", &[&t("d"), &t("std")], "n"),
+            op("Mul", &[&t("n"), gamma], "g"),
+            make_node(
+                "Add",
+                t("out"),
+                vec![t("g"), beta.clone()],
+                n.output.clone(),
+                vec![],
+            ),
+        ]);
+    }
+    g.node = nodes;
+    m.encode_to_vec()
+}
+
+#[test]
+fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() {
+    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
+        return;
+    };
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let written = with_written_out_layer_norms(&fp32);
+    let qw = quantize(
+        &path,
+        &written,
+        &Calibration::Synthetic,
+        &QuantizeOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(qw.report.normalize.layernorms_fused, 7);
+
+    // ONNX Runtime runs them as its LayerNormalization kernel, nothing written out is left.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let optimized = dir.path().join("minilm.optimized.onnx");
+    session(&qw.bytes, GraphOptimizationLevel::All, Some(&optimized));
+    let ops = op_types(&optimized);
+    let count = |op: &str| ops.iter().filter(|o| *o == op).count();
+    assert_eq!((count("LayerNormalization"), count("ReduceMean")), (7, 0));
+
+    // Quantized as written, the normalized values, their products with γ and the sums with
+    // β were each rounded to uint8: cosine 0.9916 against 0.9963.
+    let original = minilm_embedding_cosine(&fp32, &q.bytes);
+    let fused = minilm_embedding_cosine(&written, &qw.bytes);
+    eprintln!("MiniLM embeddings: {fused:.4} written out and fused, {original:.4} as shipped");
+    assert!(fused >= original - 0.001, "{fused:.4} vs {original:.4}");
 }
 
 #[test]

@@ -11,13 +11,10 @@
 //! det INT8 41.1 → 32.5 ms (FP32 54.3 ms, one thread, 640x640) and its map cosine on 82 COCO
 //! photographs with text 0.46 → 0.76 (synthetic calibration).
 //!
-//! `HardSwish` needs default-domain opset 14. Normalization leaves models at opset >= 13,
-//! and no operator changed meaning between 13 and 14 for an inference graph (ONNX
-//! Changelog, opset 14: types added to Add/Sub/Mul/Div/Relu/Identity/CumSum, `Reshape`'s
-//! `allowzero` and the RNNs' `layout` added with defaults giving the old behaviour,
-//! `BatchNormalization`'s `training_mode` added). So when a fusion needs it the import is
-//! raised to 14, unless a BatchNormalization writes training outputs, whose meaning did
-//! change; then nothing is fused.
+//! `HardSwish` needs default-domain opset 14. Normalization leaves models at opset >= 13;
+//! when a fusion needs it the import is raised to 14 (see [`super::opset::can_raise`]),
+//! unless a BatchNormalization writes training outputs, whose meaning did change; then
+//! nothing is fused.
 
 use std::collections::HashSet;
 
@@ -43,7 +40,7 @@ pub fn fuse(model: &mut ModelProto) -> usize {
     let Some(graph) = model.graph.as_mut() else {
         return 0;
     };
-    if opset < HARD_SWISH_OPSET && has_training_batchnorm(graph) {
+    if opset < HARD_SWISH_OPSET && !super::opset::can_raise(graph, opset, HARD_SWISH_OPSET) {
         return 0;
     }
     let types = crate::types::infer_elem_types(graph);
@@ -78,25 +75,10 @@ pub fn fuse(model: &mut ModelProto) -> usize {
     }
     super::remove_nodes(graph, &used);
     super::prune_unused_initializers(graph);
-    if !fused.is_empty() && opset < HARD_SWISH_OPSET {
-        for o in model
-            .opset_import
-            .iter_mut()
-            .filter(|o| onnx::is_default_domain(o.domain()))
-        {
-            o.version = Some(HARD_SWISH_OPSET);
-        }
+    if !fused.is_empty() {
+        super::opset::raise(model, HARD_SWISH_OPSET);
     }
     fused.len()
-}
-
-/// Whether a BatchNormalization (in `graph` or a subgraph) writes its training-mode
-/// outputs, whose definition changed in opset 14.
-fn has_training_batchnorm(graph: &GraphProto) -> bool {
-    graph.node.iter().any(|n| {
-        (n.op_type() == "BatchNormalization" && n.output.iter().skip(1).any(|o| !o.is_empty()))
-            || onnx::subgraphs(n).any(has_training_batchnorm)
-    })
 }
 
 /// Pattern matching over an indexed graph.

@@ -2,14 +2,16 @@
 //! weights as initializers (layout ops on them evaluated), inference-only ops removed,
 //! zero Pads, per-channel Mul/Add and BatchNormalization folded into convolutions, channel
 //! shuffles written as a Gather, Splits with constant sizes written as Slices, SiLUs fused
-//! into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes fused into `HardSwish`,
-//! default-domain opset >= 13, nodes in topological order.
+//! into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes and layer normalizations fused
+//! into `HardSwish` and `LayerNormalization`, default-domain opset >= 13, nodes in
+//! topological order.
 
 mod affine;
 mod batchnorm;
 mod constants;
 mod conv;
 pub mod hardswish;
+mod layernorm;
 mod layout;
 mod opset;
 mod pad;
@@ -78,6 +80,10 @@ pub struct NormalizeSummary {
     /// HardSwishes written out in elementary ops fused into `HardSwish` (see [`hardswish`]).
     #[serde(default)]
     pub hardswishes_fused: usize,
+    /// Layer normalizations written out in elementary ops fused into `LayerNormalization`
+    /// (see [`layernorm`]).
+    #[serde(default)]
+    pub layernorms_fused: usize,
 }
 
 /// Normalizes `model` in place.
@@ -156,6 +162,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     crate::graph::sort_topologically(graph)?;
     summary.silus_fused = silu::fuse(model);
     summary.hardswishes_fused = hardswish::fuse(model);
+    summary.layernorms_fused = layernorm::fuse(model);
     summary.opset_after = onnx::default_opset(model).unwrap_or(summary.opset_after);
     Ok(summary)
 }

@@ -1,5 +1,6 @@
 //! Default-domain opset upgrade to 13, where per-channel QuantizeLinear/DequantizeLinear
-//! (the `axis` attribute) first exists.
+//! (the `axis` attribute) first exists, and the further raise to 14 or 17 that a fused
+//! `HardSwish` or `LayerNormalization` needs ([`can_raise`], [`raise`]).
 //!
 //! Each rule converts one operator whose signature or semantics changed between the model's
 //! opset and 13, following the ONNX operator changelog (docs/Changelog.md) and the ONNX
@@ -8,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::graph::NameGen;
-use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto, TensorProto};
+use crate::onnx::{attr, make_node, tensor, GraphProto, ModelProto, NodeProto, TensorProto};
 
 /// The opset models are upgraded to when they are older.
 pub const TARGET_OPSET: i64 = 13;
@@ -53,6 +54,69 @@ pub fn upgrade(graph: &mut GraphProto, from: i64, names: &mut NameGen) -> Result
     graph.node = out_nodes;
     graph.initializer.extend(new_inits);
     Ok(())
+}
+
+/// Highest opset [`raise`] goes to.
+pub const MAX_RAISE: i64 = 17;
+
+/// Whether the default-domain opset of `graph` can go from `from` (>= 13) to `to` (at most
+/// [`MAX_RAISE`]) without changing what an inference graph computes. Between 13 and 17 the
+/// ONNX Changelog changes the meaning of two existing definitions: BatchNormalization's
+/// training-mode outputs (14), which block the raise, and RoiAlign's default
+/// `coordinate_transformation_mode` (16: `half_pixel`, before `output_half_pixel`), which
+/// [`raise`] writes out. The other updates add types, operators, or inputs and attributes
+/// whose defaults keep the old behaviour (Reshape's `allowzero`, Shape's `start`/`end`,
+/// ScatterND/ScatterElements' `reduction`, the RNNs' `layout`).
+pub fn can_raise(graph: &GraphProto, from: i64, to: i64) -> bool {
+    fn has_training_batchnorm(graph: &GraphProto) -> bool {
+        graph.node.iter().any(|n| {
+            (n.op_type() == "BatchNormalization" && n.output.iter().skip(1).any(|o| !o.is_empty()))
+                || crate::onnx::subgraphs(n).any(has_training_batchnorm)
+        })
+    }
+    (TARGET_OPSET..=MAX_RAISE).contains(&from)
+        && to <= MAX_RAISE
+        && !(from < 14 && to >= 14 && has_training_batchnorm(graph))
+}
+
+/// Raises the default-domain opset import of `model` to `to` (see [`can_raise`], which the
+/// caller checked), first giving every RoiAlign without one the `coordinate_transformation_mode`
+/// it had before opset 16.
+pub fn raise(model: &mut ModelProto, to: i64) {
+    fn pin_roi_align_mode(graph: &mut GraphProto) {
+        for node in &mut graph.node {
+            if node.op_type() == "RoiAlign"
+                && crate::onnx::is_default_domain(node.domain())
+                && attr::find(node, "coordinate_transformation_mode").is_none()
+            {
+                node.attribute.push(attr::make_string(
+                    "coordinate_transformation_mode",
+                    "output_half_pixel",
+                ));
+            }
+            for a in &mut node.attribute {
+                for g in a.g.iter_mut().chain(a.graphs.iter_mut()) {
+                    pin_roi_align_mode(g);
+                }
+            }
+        }
+    }
+    let from = crate::onnx::default_opset(model).unwrap_or(to);
+    if from >= to {
+        return;
+    }
+    if from < 16 && to >= 16 {
+        if let Some(g) = model.graph.as_mut() {
+            pin_roi_align_mode(g);
+        }
+    }
+    for o in model
+        .opset_import
+        .iter_mut()
+        .filter(|o| crate::onnx::is_default_domain(o.domain()))
+    {
+        o.version = Some(to);
+    }
 }
 
 /// Tensor name → rank, from declared shapes (value_info, inputs, outputs).
@@ -279,5 +343,52 @@ impl Converter<'_> {
         self.node.output[0] = normalized;
         attr::set(self.node, attr::make_int("axis", -1));
         Ok(vec![flatten, shape_node, reshape])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::test_graph::{model, node};
+
+    #[test]
+    fn raising_past_16_keeps_roi_align_on_its_old_coordinates() {
+        let mut pinned = node("RoiAlign", &["x", "rois", "batch"], "r2");
+        pinned.attribute.push(attr::make_string(
+            "coordinate_transformation_mode",
+            "half_pixel",
+        ));
+        let mut m = model(
+            vec![node("RoiAlign", &["x", "rois", "batch"], "r1"), pinned],
+            &["r1", "r2"],
+            vec![],
+        );
+        assert!(can_raise(m.graph.as_ref().unwrap(), 13, 17));
+        raise(&mut m, 17);
+        assert_eq!(crate::onnx::default_opset(&m), Some(17));
+        let modes: Vec<Option<String>> = m
+            .graph
+            .as_ref()
+            .unwrap()
+            .node
+            .iter()
+            .map(|n| attr::string(n, "coordinate_transformation_mode"))
+            .collect();
+        assert_eq!(
+            modes,
+            [Some("output_half_pixel".into()), Some("half_pixel".into())]
+        );
+    }
+
+    #[test]
+    fn a_training_batch_normalization_blocks_raising_past_13() {
+        let mut bn = node("BatchNormalization", &["x", "s", "b", "m", "v"], "y");
+        bn.output
+            .extend(["running_mean".to_owned(), "running_var".to_owned()]);
+        let m = model(vec![bn], &["y"], vec![]);
+        let g = m.graph.as_ref().unwrap();
+        assert!(!can_raise(g, 13, 14));
+        assert!(can_raise(g, 14, 17));
+        assert!(!can_raise(g, 14, 18), "past the checked range");
     }
 }
