@@ -185,6 +185,21 @@ pub fn compare(a: &mut Session, b: &mut Session, inputs: &[Array4<f32>]) -> Fide
     }
 }
 
+/// Uniform values in [-1, 1) from a fixed xorshift64 sequence (Marsaglia 2003): seeded
+/// random weights and inputs for the tests that build or fill in models. The seed must not
+/// be 0.
+pub struct Uniform(pub u64);
+
+impl Uniform {
+    /// The next value.
+    pub fn draw(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
 /// Op types of the nodes of an ONNX model file (e.g. ORT's saved optimized graph).
 pub fn op_types(path: &Path) -> Vec<String> {
     let bytes = std::fs::read(path).expect("optimized model written");

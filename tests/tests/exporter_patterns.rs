@@ -48,18 +48,6 @@ fn float_value(name: &str, dims: &[i64]) -> ValueInfoProto {
     }
 }
 
-/// Uniform values in [-1, 1) from a fixed xorshift sequence.
-struct Uniform(u64);
-
-impl Uniform {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
 /// Channels, square kernel side, stride and groups of a Conv.
 struct ConvShape {
     cin: i64,
@@ -109,9 +97,9 @@ impl Net {
         let fan_in = cin / group * k * k;
         let bound = (6.0 / fan_in as f32).sqrt();
         let w: Vec<f32> = (0..cout * fan_in)
-            .map(|_| self.rng.next() * bound)
+            .map(|_| self.rng.draw() * bound)
             .collect();
-        let b: Vec<f32> = (0..cout).map(|_| 0.1 * self.rng.next()).collect();
+        let b: Vec<f32> = (0..cout).map(|_| 0.1 * self.rng.draw()).collect();
         let (wn, bn) = (format!("{conv}_w"), format!("{conv}_b"));
         self.graph
             .initializer
@@ -245,7 +233,7 @@ impl Net {
     /// The model: input `x` of `[1, 3, SIDE, SIDE]`, and a 1x1 Conv head from `x`'s
     /// `channels` to 16 writing `y`.
     fn finish(mut self, x: String, channels: i64) -> Vec<u8> {
-        let w: Vec<f32> = (0..16 * channels).map(|_| 0.1 * self.rng.next()).collect();
+        let w: Vec<f32> = (0..16 * channels).map(|_| 0.1 * self.rng.draw()).collect();
         self.graph
             .initializer
             .push(tensor::from_f32("head_w", &[16, channels, 1, 1], &w));
@@ -288,7 +276,7 @@ fn quantize_and_run(name: &str, fp32: &[u8]) -> (kenosis_build::Quantized, Vec<o
     let mut rng = Uniform(0xfeed);
     let side = SIDE as usize;
     let inputs: Vec<Array4<f32>> = (0..4)
-        .map(|_| Array4::from_shape_simple_fn((1, 3, side, side), || 2.0 * rng.next()))
+        .map(|_| Array4::from_shape_simple_fn((1, 3, side, side), || 2.0 * rng.draw()))
         .collect();
     let fidelity = compare(&mut reference, &mut int8, &inputs);
     eprintln!("{name} (random weights), 4 random images: {fidelity:?}");

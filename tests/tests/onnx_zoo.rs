@@ -24,18 +24,6 @@ const SHUFFLENET: &str = concat!(
     "/fixtures/onnx-zoo/light_shufflenet.onnx"
 );
 
-/// Uniform values in [-1, 1) from a fixed xorshift sequence.
-struct Uniform(u64);
-
-impl Uniform {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
 /// The fixture with every `ConstantOfShape` of a constant shape replaced by an initializer
 /// of random values suited to its reader.
 fn shufflenet_with_weights() -> ModelProto {
@@ -70,10 +58,10 @@ fn shufflenet_with_weights() -> ModelProto {
             ("Conv" | "Gemm", 1) => {
                 let fan_in = dims[1..].iter().product::<i64>().max(1) as f32;
                 let bound = (6.0 / fan_in).sqrt();
-                (0..count).map(|_| rng.next() * bound).collect()
+                (0..count).map(|_| rng.draw() * bound).collect()
             }
-            ("BatchNormalization", 1 | 4) => (0..count).map(|_| 1.0 + 0.5 * rng.next()).collect(),
-            _ => (0..count).map(|_| 0.1 * rng.next()).collect(),
+            ("BatchNormalization", 1 | 4) => (0..count).map(|_| 1.0 + 0.5 * rng.draw()).collect(),
+            _ => (0..count).map(|_| 0.1 * rng.draw()).collect(),
         };
         filled.push(tensor::from_f32(&n.output[0], dims, &values));
         false

@@ -16,10 +16,8 @@
 //! unless a BatchNormalization writes training outputs, whose meaning did change; then
 //! nothing is fused.
 
-use std::collections::HashSet;
-
-use crate::graph::GraphIndex;
-use crate::onnx::{self, dtype, tensor, GraphProto, ModelProto, NodeProto};
+use super::pattern::{fuse_written_out, is, Found, Matcher};
+use crate::onnx::{self, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `HardSwish`.
 pub const HARD_SWISH_OPSET: i64 = 14;
@@ -36,55 +34,20 @@ pub const HARD_SWISH_OPSET: i64 = 14;
 /// its default-domain opset >= 13 (normalization does both first). Returns the number
 /// fused.
 pub fn fuse(model: &mut ModelProto) -> usize {
-    let opset = onnx::default_opset(model).unwrap_or(0);
-    let Some(graph) = model.graph.as_mut() else {
-        return 0;
-    };
-    if opset < HARD_SWISH_OPSET && !super::opset::can_raise(graph, opset, HARD_SWISH_OPSET) {
-        return 0;
-    }
-    let types = crate::types::infer_elem_types(graph);
-    let index = GraphIndex::new(graph);
-    let m = Matcher {
-        graph,
-        index: &index,
-    };
-    let mut used = HashSet::new();
-    let mut fused = Vec::new();
-    for tail in 0..graph.node.len() {
-        let Some((x, inner)) = m.hard_swish(tail) else {
-            continue;
-        };
-        // Each node belongs to one fusion at most.
-        let taken = |i: &usize| used.contains(i) || fused.iter().any(|(t, _)| t == i);
-        if types.get(&x) != Some(&dtype::FLOAT) || taken(&tail) || inner.iter().any(taken) {
-            continue;
-        }
-        used.extend(inner.iter().copied());
-        fused.push((tail, x));
-    }
-    for (tail, x) in &fused {
-        let node = &mut graph.node[*tail];
-        *node = NodeProto {
+    fuse_written_out(model, HARD_SWISH_OPSET, false, |m, tail| {
+        let (x, inner) = m.hard_swish(tail)?;
+        let fused = NodeProto {
             op_type: Some("HardSwish".into()),
-            name: node.name.take(),
             input: vec![x.clone()],
-            output: std::mem::take(&mut node.output),
             ..Default::default()
         };
-    }
-    super::remove_nodes(graph, &used);
-    super::prune_unused_initializers(graph);
-    if !fused.is_empty() {
-        super::opset::raise(model, HARD_SWISH_OPSET);
-    }
-    fused.len()
-}
-
-/// Pattern matching over an indexed graph.
-struct Matcher<'a> {
-    graph: &'a GraphProto,
-    index: &'a GraphIndex,
+        Some(Found {
+            tail,
+            inner,
+            x,
+            fused,
+        })
+    })
 }
 
 impl Matcher<'_> {
@@ -181,28 +144,6 @@ impl Matcher<'_> {
             None
         }
     }
-
-    /// The producer of `t` when the pattern owns `t`: one reader, not a graph output.
-    fn inner(&self, t: &str) -> Option<usize> {
-        let &p = self.index.producer.get(t)?;
-        (self.index.consumers_of(t).len() == 1 && !self.index.outputs.contains(t)).then_some(p)
-    }
-
-    /// The value of a single-element float initializer.
-    fn scalar(&self, name: &str) -> Option<f32> {
-        let t = &self.graph.initializer[*self.index.initializer.get(name)?];
-        if t.data_type() != dtype::FLOAT {
-            return None;
-        }
-        match tensor::to_f32(t).ok()?.as_slice() {
-            [v] => Some(*v),
-            _ => None,
-        }
-    }
-}
-
-fn is(node: &NodeProto, op: &str) -> bool {
-    node.op_type() == op && onnx::is_default_domain(node.domain())
 }
 
 /// Equal up to f32 rounding of a decimal constant (1/6 is written 0.16666667 or 0.1666667).
@@ -214,7 +155,7 @@ fn close(a: f32, b: f32) -> bool {
 mod tests {
     use super::*;
     use crate::normalize::test_graph::{self, node};
-    use crate::onnx::attr;
+    use crate::onnx::{attr, tensor};
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {

@@ -20,23 +20,11 @@
 
 use std::collections::HashSet;
 
-use crate::graph::GraphIndex;
-use crate::onnx::{self, attr, dtype, tensor, GraphProto, ModelProto, NodeProto, TensorProto};
+use super::pattern::{fuse_written_out, is, Found, Matcher};
+use crate::onnx::{attr, dtype, tensor, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `LayerNormalization`.
 pub const LAYER_NORM_OPSET: i64 = 17;
-
-/// One written-out layer normalization found in the graph.
-struct Found {
-    /// The last node (the β Add, or the γ Mul without β); the fused node takes its place.
-    tail: usize,
-    /// The other nodes of the pattern.
-    inner: Vec<usize>,
-    x: String,
-    gamma: String,
-    beta: Option<String>,
-    epsilon: f32,
-}
 
 /// Replaces every layer normalization written as
 /// `Add(Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), ε))), γ), β)` with
@@ -47,61 +35,8 @@ struct Found {
 /// default-domain opset import to 17 when anything was fused. The graph must be
 /// topologically sorted and its default-domain opset >= 13. Returns the number fused.
 pub fn fuse(model: &mut ModelProto) -> usize {
-    let opset = onnx::default_opset(model).unwrap_or(0);
-    let Some(graph) = model.graph.as_mut() else {
-        return 0;
-    };
-    if opset < LAYER_NORM_OPSET && !super::opset::can_raise(graph, opset, LAYER_NORM_OPSET) {
-        return 0;
-    }
-    let types = crate::types::infer_elem_types(graph);
-    let index = GraphIndex::new(graph);
-    let m = Matcher {
-        graph,
-        index: &index,
-    };
-    let mut used = HashSet::new();
-    let mut found: Vec<Found> = Vec::new();
     // Last nodes first, so that a γ Mul followed by a β Add is matched with the Add.
-    for tail in (0..graph.node.len()).rev() {
-        let Some(f) = m.layer_norm(tail) else {
-            continue;
-        };
-        let taken = |i: &usize| used.contains(i) || found.iter().any(|g| g.tail == *i);
-        if types.get(&f.x) != Some(&dtype::FLOAT) || taken(&f.tail) || f.inner.iter().any(taken) {
-            continue;
-        }
-        used.extend(f.inner.iter().copied());
-        found.push(f);
-    }
-    for f in &found {
-        let mut inputs = vec![f.x.clone(), f.gamma.clone()];
-        inputs.extend(f.beta.clone());
-        let node = &mut graph.node[f.tail];
-        *node = NodeProto {
-            op_type: Some("LayerNormalization".into()),
-            name: node.name.take(),
-            input: inputs,
-            output: std::mem::take(&mut node.output),
-            attribute: vec![
-                attr::make_int("axis", -1),
-                attr::make_float("epsilon", f.epsilon),
-            ],
-            ..Default::default()
-        };
-    }
-    super::remove_nodes(graph, &used);
-    super::prune_unused_initializers(graph);
-    if !found.is_empty() {
-        super::opset::raise(model, LAYER_NORM_OPSET);
-    }
-    found.len()
-}
-
-/// Pattern matching over an indexed graph.
-struct Matcher<'a> {
-    graph: &'a GraphProto,
-    index: &'a GraphIndex,
+    fuse_written_out(model, LAYER_NORM_OPSET, true, |m, tail| m.layer_norm(tail))
 }
 
 impl Matcher<'_> {
@@ -176,13 +111,22 @@ impl Matcher<'_> {
         if let Some(b) = &beta {
             per_element(b)?;
         }
+        let mut inputs = vec![x.clone(), gamma.clone()];
+        inputs.extend(beta);
+        let fused = NodeProto {
+            op_type: Some("LayerNormalization".into()),
+            input: inputs,
+            attribute: vec![
+                attr::make_int("axis", -1),
+                attr::make_float("epsilon", epsilon),
+            ],
+            ..Default::default()
+        };
         Some(Found {
             tail,
             inner,
             x: x.clone(),
-            gamma: gamma.clone(),
-            beta,
-            epsilon,
+            fused,
         })
     }
 
@@ -220,38 +164,13 @@ impl Matcher<'_> {
         };
         (axes == [-1]).then(|| node.input.first()).flatten()
     }
-
-    /// The producer of `t` when the pattern owns `t`: one reader, not a graph output.
-    fn inner(&self, t: &str) -> Option<usize> {
-        let &p = self.index.producer.get(t)?;
-        (self.index.consumers_of(t).len() == 1 && !self.index.outputs.contains(t)).then_some(p)
-    }
-
-    fn constant(&self, name: &str) -> Option<&TensorProto> {
-        Some(&self.graph.initializer[*self.index.initializer.get(name)?])
-    }
-
-    /// The value of a single-element float initializer.
-    fn scalar(&self, name: &str) -> Option<f32> {
-        let t = self.constant(name)?;
-        if t.data_type() != dtype::FLOAT {
-            return None;
-        }
-        match tensor::to_f32(t).ok()?.as_slice() {
-            [v] => Some(*v),
-            _ => None,
-        }
-    }
-}
-
-fn is(node: &NodeProto, op: &str) -> bool {
-    node.op_type() == op && onnx::is_default_domain(node.domain())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::normalize::test_graph::{self, node, run_y};
+    use crate::onnx;
 
     /// The written-out layer normalization of `x` over its last axis, as PyTorch exports it
     /// before opset 17, into `y`; `square` is "Pow" or "Mul", `beta` whether β is added.

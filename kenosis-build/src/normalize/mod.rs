@@ -15,6 +15,7 @@ mod layernorm;
 mod layout;
 mod opset;
 mod pad;
+mod pattern;
 mod shuffle;
 pub mod silu;
 mod split;
