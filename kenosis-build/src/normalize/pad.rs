@@ -58,6 +58,7 @@ fn zero_pad_amounts(graph: &GraphProto, index: &GraphIndex, pad: &NodeProto) -> 
     if pad.op_type() != "Pad"
         || !crate::onnx::is_default_domain(pad.domain())
         || pad.output.len() != 1
+        || pad.input.first().is_none_or(String::is_empty)
         || attr::string(pad, "mode").is_some_and(|m| m != "constant")
         || pad.input.get(3).is_some_and(|axes| !axes.is_empty())
     {

@@ -89,9 +89,12 @@ fn slice_bounds(
     if node.op_type() != "Split" || !crate::onnx::is_default_domain(node.domain()) {
         return None;
     }
-    let [_, sizes] = node.input.as_slice() else {
+    let [data, sizes] = node.input.as_slice() else {
         return None;
     };
+    if data.is_empty() {
+        return None;
+    }
     let sizes = tensor::to_i64(&graph.initializer[*index.initializer.get(sizes)?]).ok()?;
     if sizes.len() != node.output.len() || node.output.iter().any(String::is_empty) {
         return None;
