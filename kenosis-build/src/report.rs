@@ -28,8 +28,8 @@ pub struct Report {
     /// Nodes with a quantizable op type left FP32, and why.
     pub nodes_fp32: Vec<FloatNode>,
     /// Names given to `keep_float` that match no node of the normalized model: a typo, or a
-    /// node normalization folded away (BatchNormalization, Dropout, a SiLU's Sigmoid and Mul,
-    /// a Split, a Pad).
+    /// node normalization folded or fused away (BatchNormalization, Dropout, a Pad, a Split,
+    /// the parts of a SiLU, HardSwish or layer normalization).
     #[serde(default)]
     pub keep_float_unmatched: Vec<String>,
     /// Relu/Clip nodes folded into their producer's quantized range.
