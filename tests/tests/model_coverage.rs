@@ -475,6 +475,16 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
         "{outliers:?}"
     );
 
+    // Its GELUs are written out (`x · ½ · (1 + erf(x/√2))`): fused, ORT runs them as BiasGelu
+    // as it does in FP32, instead of QLinearAdd and QLinearMul steps around a float Erf.
+    assert_eq!(q.report.normalize.gelus_fused, 3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let optimized = dir.path().join("minilm.optimized.onnx");
+    session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
+    let ops = op_types(&optimized);
+    let count = |op: &str| ops.iter().filter(|o| *o == op).count();
+    assert_eq!((count("BiasGelu"), count("Erf")), (3, 0), "{ops:?}");
+
     // Output 3 (`461`) is the mean-pooled sentence embedding.
     let graph_outputs: Vec<&str> = q.report.outputs.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(graph_outputs[3], "461", "{graph_outputs:?}");

@@ -16,7 +16,7 @@
 //! unless a BatchNormalization writes training outputs, whose meaning did change; then
 //! nothing is fused.
 
-use super::pattern::{fuse_written_out, is, Found, Matcher};
+use super::pattern::{close, fuse_written_out, is, Found, Matcher};
 use crate::onnx::{self, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `HardSwish`.
@@ -144,11 +144,6 @@ impl Matcher<'_> {
             None
         }
     }
-}
-
-/// Equal up to f32 rounding of a decimal constant (1/6 is written 0.16666667 or 0.1666667).
-fn close(a: f32, b: f32) -> bool {
-    (a - b).abs() <= 1e-6 * b.abs()
 }
 
 #[cfg(test)]

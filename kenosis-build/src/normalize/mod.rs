@@ -1,15 +1,16 @@
 //! Brings any supported FP32 model into the one form the quantizer works on:
 //! weights as initializers (layout ops on them evaluated), inference-only ops removed,
 //! zero Pads, per-channel Mul/Add and BatchNormalization folded into convolutions, channel
-//! shuffles written as a Gather, Splits with constant sizes written as Slices, SiLUs fused
-//! into ONNX Runtime's `QuickGelu`, spelled-out HardSwishes and layer normalizations fused
-//! into `HardSwish` and `LayerNormalization`, default-domain opset >= 13, nodes in
-//! topological order.
+//! shuffles written as a Gather, Splits with constant sizes written as Slices, SiLUs and
+//! GELUs fused into ONNX Runtime's `QuickGelu` and `Gelu`, spelled-out HardSwishes and layer
+//! normalizations fused into `HardSwish` and `LayerNormalization`, default-domain opset
+//! >= 13, nodes in topological order.
 
 mod affine;
 mod batchnorm;
 mod constants;
 mod conv;
+pub mod gelu;
 pub mod hardswish;
 mod layernorm;
 mod layout;
@@ -78,6 +79,9 @@ pub struct NormalizeSummary {
     /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
     #[serde(default)]
     pub silus_fused: usize,
+    /// GELUs (`x · ½ · (1 + erf(x/√2))`) fused into `com.microsoft` `Gelu` (see [`gelu`]).
+    #[serde(default)]
+    pub gelus_fused: usize,
     /// HardSwishes written out in elementary ops fused into `HardSwish` (see [`hardswish`]).
     #[serde(default)]
     pub hardswishes_fused: usize,
@@ -162,6 +166,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.scale_muls_folded = before.muls + after.muls;
     crate::graph::sort_topologically(graph)?;
     summary.silus_fused = silu::fuse(model);
+    summary.gelus_fused = gelu::fuse(model);
     summary.hardswishes_fused = hardswish::fuse(model);
     summary.layernorms_fused = layernorm::fuse(model);
     summary.opset_after = onnx::default_opset(model).unwrap_or(summary.opset_after);

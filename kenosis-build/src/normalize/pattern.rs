@@ -1,4 +1,5 @@
-//! What the fusions of ops written out in elementary ones (HardSwish, LayerNormalization)
+//! What the fusions of ops written out in elementary ones (HardSwish, LayerNormalization,
+//! GELU)
 //! share: an indexed graph to match against, with the questions every pattern asks of it
 //! (each fusion adds its own pattern methods to [`Matcher`]), and the pass that replaces
 //! the matches ([`fuse_written_out`]).
@@ -37,6 +38,12 @@ impl Matcher<'_> {
             _ => None,
         }
     }
+}
+
+/// Equal up to the f32 rounding of a decimal constant (1/6 is written 0.16666667 or
+/// 0.1666667, √2 1.4142135 or 1.41421356).
+pub(super) fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() <= 1e-6 * b.abs()
 }
 
 /// Whether `node` is the default-domain op `op`.

@@ -78,17 +78,20 @@ pub fn fuse(model: &mut ModelProto) -> usize {
         removed.insert(*sig);
     }
     super::remove_nodes(graph, &removed);
-    if !fused.is_empty() && !imports(model, ORT_DOMAIN) {
+    if !fused.is_empty() {
+        import_ort_domain(model);
+    }
+    fused.len()
+}
+
+/// Imports [`ORT_DOMAIN`] (version 1) unless `model` already does.
+pub(super) fn import_ort_domain(model: &mut ModelProto) {
+    if !model.opset_import.iter().any(|o| o.domain() == ORT_DOMAIN) {
         model.opset_import.push(OperatorSetIdProto {
             domain: Some(ORT_DOMAIN.into()),
             version: Some(1),
         });
     }
-    fused.len()
-}
-
-fn imports(model: &ModelProto, domain: &str) -> bool {
-    model.opset_import.iter().any(|o| o.domain() == domain)
 }
 
 /// Whether `node` is a SiLU as this pass writes it: `QuickGelu` with `alpha = 1`.
@@ -136,7 +139,7 @@ mod tests {
         assert_eq!(g.node[0].name(), "Mul_y");
         assert_eq!(attr::float(&g.node[0], "alpha", 0.0), 1.0);
         assert!(g.node.iter().all(is_fused_silu));
-        assert!(imports(&m, ORT_DOMAIN));
+        assert!(m.opset_import.iter().any(|o| o.domain() == ORT_DOMAIN));
 
         // A model's own QuickGelu of another alpha (GELU approximation) is not a SiLU.
         let mut gelu = g.node[0].clone();
@@ -162,7 +165,7 @@ mod tests {
         );
         assert_eq!(fuse(&mut m), 0);
         assert_eq!(m.graph.as_ref().unwrap().node.len(), 5);
-        assert!(!imports(&m, ORT_DOMAIN));
+        assert!(!m.opset_import.iter().any(|o| o.domain() == ORT_DOMAIN));
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub enum OpRule {
 /// `com.microsoft` `Gelu`): their semantics are not ours to assume, so they stay FP32.
 pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
 
+/// Reason given for ONNX Runtime's `Gelu` (written by [`crate::normalize::gelu`] or found in
+/// the model): its contrib op has no integer kernel.
+pub const GELU_REASON: &str =
+    "GELU as ONNX Runtime's Gelu: float between one DequantizeLinear and one QuantizeLinear";
+
 /// Reason given for the `QuickGelu` nodes normalization wrote for SiLUs
 /// (see [`crate::normalize::silu`]).
 pub const FUSED_SILU_REASON: &str =
@@ -207,6 +212,8 @@ pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOpti
             OpRule::Float => {
                 if crate::normalize::silu::is_fused_silu(node) {
                     float(&mut plan, node, FUSED_SILU_REASON);
+                } else if crate::normalize::gelu::is_gelu(node) {
+                    float(&mut plan, node, GELU_REASON);
                 } else if !crate::onnx::is_default_domain(node.domain()) {
                     let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
                     float(&mut plan, node, &reason);
