@@ -12,7 +12,7 @@
 //! photographs with text 0.46 → 0.76 (synthetic calibration).
 //!
 //! `HardSwish` needs default-domain opset 14. Normalization leaves models at opset >= 13;
-//! when a fusion needs it the import is raised to 14 (see [`super::opset::can_raise`]),
+//! when a fusion needs it the import is raised to 14 (see `normalize::opset::can_raise`),
 //! unless a BatchNormalization writes training outputs, whose meaning did change; then
 //! nothing is fused.
 

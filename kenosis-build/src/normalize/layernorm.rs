@@ -16,7 +16,7 @@
 //! `stash_type` float: mean and variance over the last axis, population variance). Only the
 //! last-axis form is matched, with `γ` and `β` constant 1-D tensors (one value per element
 //! of that axis); `β` may be absent. The default-domain import is raised to 17 (see
-//! [`super::opset::can_raise`]); when it cannot be, nothing is fused.
+//! `normalize::opset::can_raise`); when it cannot be, nothing is fused.
 
 use std::collections::HashSet;
 

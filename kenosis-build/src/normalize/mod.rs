@@ -49,10 +49,10 @@ pub struct NormalizeSummary {
     /// Constant nodes turned into initializers.
     pub constants_extracted: usize,
     /// Layout ops (`Identity`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`) of float
-    /// initializers evaluated into initializers (see [`layout`]).
+    /// initializers evaluated into initializers (see `normalize::layout`).
     #[serde(default)]
     pub layout_ops_folded: usize,
-    /// Zero `Pad`s folded into the `pads` of the Conv reading them (see [`pad`]).
+    /// Zero `Pad`s folded into the `pads` of the Conv reading them (see `normalize::pad`).
     #[serde(default)]
     pub pads_folded: usize,
     /// Constant per-channel Adds folded into the bias of the preceding Conv/ConvTranspose.
@@ -65,10 +65,10 @@ pub struct NormalizeSummary {
     /// BatchNormalization nodes folded into the preceding Conv/ConvTranspose.
     pub batchnorms_folded: usize,
     /// Channel shuffles (`Reshape → Transpose → Reshape`) written as one Gather (see
-    /// [`shuffle`]).
+    /// `normalize::shuffle`).
     #[serde(default)]
     pub channel_shuffles_rewritten: usize,
-    /// `Split`s with constant sizes written as one `Slice` per output (see [`split`]).
+    /// `Split`s with constant sizes written as one `Slice` per output (see `normalize::split`).
     #[serde(default)]
     pub splits_as_slices: usize,
     /// Dropout nodes removed (identity at inference).
@@ -86,7 +86,7 @@ pub struct NormalizeSummary {
     #[serde(default)]
     pub hardswishes_fused: usize,
     /// Layer normalizations written out in elementary ops fused into `LayerNormalization`
-    /// (see [`layernorm`]).
+    /// (see `normalize::layernorm`).
     #[serde(default)]
     pub layernorms_fused: usize,
 }
