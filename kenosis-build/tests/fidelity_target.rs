@@ -1,33 +1,10 @@
 //! The fidelity target keeps the op that causes the error in FP32, found by measurement.
 
 use kenosis_build::fidelity::Target;
-use kenosis_build::onnx::{self, tensor, type_proto, ModelProto, TypeProto, ValueInfoProto};
+use kenosis_build::onnx::{self, tensor, ModelProto};
 use kenosis_build::{quantize, Calibration, Error, QuantizeOptions};
 use prost::Message;
 use rand::{Rng, SeedableRng};
-
-fn value_info(name: &str, dims: &[i64]) -> ValueInfoProto {
-    let shape = onnx::TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&d| onnx::tensor_shape_proto::Dimension {
-                value: Some(onnx::tensor_shape_proto::dimension::Value::DimValue(d)),
-                ..Default::default()
-            })
-            .collect(),
-    };
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx::dtype::FLOAT),
-                shape: Some(shape),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// x[1,4,8,8] → Conv `head` (4→8, 3x3) → Relu → Conv `culprit` (8→8, 1x1) → Relu →
 /// Conv `tail` (8→4, 1x1) → y (`tail` feeds the output, so placement keeps it FP32).
@@ -89,8 +66,8 @@ fn model_with_a_culprit() -> Vec<u8> {
             conv("tail", "cr", "tail_w", "tail_b", "y", 0),
         ],
         initializer: inits,
-        input: vec![value_info("x", &[1, 4, 8, 8])],
-        output: vec![value_info("y", &[1, 4, 8, 8])],
+        input: vec![onnx::float_tensor_info("x", Some(&[1, 4, 8, 8]))],
+        output: vec![onnx::float_tensor_info("y", Some(&[1, 4, 8, 8]))],
         ..Default::default()
     };
     ModelProto {

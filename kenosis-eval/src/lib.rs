@@ -137,6 +137,27 @@ pub fn session(
     b.commit_from_memory(bytes).expect("ORT loads the model")
 }
 
+/// An ORT session of `bytes` at [`GraphOptimizationLevel::All`] (1 intra-op thread) and the
+/// nodes of the graph ORT optimized the model into: what actually runs (QLinearConv, fused
+/// kernels, the NHWC rewrite).
+pub fn optimized_session(bytes: &[u8]) -> (Session, Vec<kenosis_build::onnx::NodeProto>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("optimized.onnx");
+    let s = session(bytes, GraphOptimizationLevel::All, Some(&path));
+    let written = std::fs::read(&path).expect("optimized model written");
+    let model = kenosis_build::pipeline::decode(&path, &written).expect("optimized model decodes");
+    (s, model.graph.expect("graph").node)
+}
+
+/// Op types of the graph ORT runs for the model `bytes` (see [`optimized_session`]).
+pub fn optimized_op_types(bytes: &[u8]) -> Vec<String> {
+    optimized_session(bytes)
+        .1
+        .iter()
+        .map(|n| n.op_type().to_owned())
+        .collect()
+}
+
 /// Runs a single-input, single-output model on `x`, returning output 0 flattened.
 pub fn run(session: &mut Session, x: &Array4<f32>) -> Vec<f32> {
     let input = Tensor::from_array(x.clone()).expect("tensor");

@@ -10,10 +10,7 @@
 //!   Convs: an explicit `Pad` before the Conv. No Pad may be left: in the QDQ model ORT could
 //!   no longer fold it into the Conv and ran it on a dequantized copy.
 
-use kenosis_build::onnx::{
-    self, attr, tensor, tensor_shape_proto, type_proto, GraphProto, ModelProto, OperatorSetIdProto,
-    TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use kenosis_build::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
 use ndarray::Array4;
@@ -23,30 +20,6 @@ use std::path::Path;
 
 /// Side of the square input image.
 const SIDE: i64 = 128;
-
-/// A float32 tensor value info; `dims` empty for an unknown shape.
-fn float_value(name: &str, dims: &[i64]) -> ValueInfoProto {
-    let shape = (!dims.is_empty()).then(|| TensorShapeProto {
-        dim: dims
-            .iter()
-            .map(|&d| tensor_shape_proto::Dimension {
-                value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                ..Default::default()
-            })
-            .collect(),
-    });
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx::dtype::FLOAT),
-                shape,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// Channels, square kernel side, stride and groups of a Conv.
 struct ConvShape {
@@ -238,8 +211,8 @@ impl Net {
             .initializer
             .push(tensor::from_f32("head_w", &[16, channels, 1, 1], &w));
         self.push("Conv", vec![x, "head_w".into()], vec!["y".into()], vec![]);
-        self.graph.input = vec![float_value("x", &[1, 3, SIDE, SIDE])];
-        self.graph.output = vec![float_value("y", &[])];
+        self.graph.input = vec![onnx::float_tensor_info("x", Some(&[1, 3, SIDE, SIDE]))];
+        self.graph.output = vec![onnx::float_tensor_info("y", None)];
         self.graph.name = Some("net".into());
         ModelProto {
             ir_version: Some(8),
@@ -265,11 +238,7 @@ fn quantize_and_run(name: &str, fp32: &[u8]) -> (kenosis_build::Quantized, Vec<o
         &QuantizeOptions::default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let optimized = dir.path().join("optimized.onnx");
-    let mut int8 = session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ran = kenosis_build::pipeline::decode(&optimized, &std::fs::read(&optimized).unwrap())
-        .expect("optimized graph decodes");
+    let (mut int8, nodes) = optimized_session(&q.bytes);
 
     // The rewrites are exact, so the INT8 model stays as close to FP32 as without them.
     let mut reference = session(fp32, GraphOptimizationLevel::All, None);
@@ -281,7 +250,7 @@ fn quantize_and_run(name: &str, fp32: &[u8]) -> (kenosis_build::Quantized, Vec<o
     let fidelity = compare(&mut reference, &mut int8, &inputs);
     eprintln!("{name} (random weights), 4 random images: {fidelity:?}");
     assert!(fidelity.mean_cosine >= 0.99, "{name}: {fidelity:?}");
-    (q, ran.graph.expect("graph").node)
+    (q, nodes)
 }
 
 fn op_list(nodes: &[onnx::NodeProto]) -> Vec<String> {

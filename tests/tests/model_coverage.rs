@@ -225,10 +225,7 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
         .iter()
         .filter(|o| *o == "Conv")
         .count();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let optimized = tmp.path().join("optimized.onnx");
-    session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ops = op_types(&optimized);
+    let ops = optimized_op_types(&q.bytes);
     assert_eq!(
         conv_counts(&ops),
         (
@@ -478,10 +475,7 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
     // Its GELUs are written out (`x · ½ · (1 + erf(x/√2))`): fused, ORT runs them as BiasGelu
     // as it does in FP32, instead of QLinearAdd and QLinearMul steps around a float Erf.
     assert_eq!(q.report.normalize.gelus_fused, 3);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let optimized = dir.path().join("minilm.optimized.onnx");
-    session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ops = op_types(&optimized);
+    let ops = optimized_op_types(&q.bytes);
     let count = |op: &str| ops.iter().filter(|o| *o == op).count();
     assert_eq!((count("BiasGelu"), count("Erf")), (3, 0), "{ops:?}");
 
@@ -582,10 +576,7 @@ fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() 
     assert_eq!(qw.report.normalize.layernorms_fused, 7);
 
     // ONNX Runtime runs them as its LayerNormalization kernel, nothing written out is left.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let optimized = dir.path().join("minilm.optimized.onnx");
-    session(&qw.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ops = op_types(&optimized);
+    let ops = optimized_op_types(&qw.bytes);
     let count = |op: &str| ops.iter().filter(|o| *o == op).count();
     assert_eq!((count("LayerNormalization"), count("ReduceMean")), (7, 0));
 
@@ -679,10 +670,7 @@ fn yolox_keeps_its_stem_fp32_every_other_conv_fuses_and_the_output_stays_fp32() 
     );
     assert_eq!(q.report.ops_quantized.get("Conv"), Some(&(convs - 2)));
 
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let optimized = tmp.path().join("optimized.onnx");
-    session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ops = op_types(&optimized);
+    let ops = optimized_op_types(&q.bytes);
     assert_eq!(conv_counts(&ops), (convs - 2, 2), "ops: {ops:?}");
 
     // Each SiLU runs as one QuickGelu between a DequantizeLinear and a QuantizeLinear, not as

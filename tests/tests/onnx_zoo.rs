@@ -90,12 +90,7 @@ fn shufflenet_runs_its_shuffles_and_residual_sums_in_int8_without_5d_transposes(
     assert_eq!(q.report.normalize.channel_shuffles_rewritten, 16);
     assert_eq!(q.report.normalize.sums_as_adds, 13);
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let optimized = dir.path().join("shufflenet.int8.optimized.onnx");
-    let mut int8 = session(&q.bytes, GraphOptimizationLevel::All, Some(&optimized));
-    let ran = kenosis_build::pipeline::decode(&optimized, &std::fs::read(&optimized).unwrap())
-        .expect("optimized graph decodes");
-    let nodes = &ran.graph.as_ref().expect("graph").node;
+    let (mut int8, nodes) = optimized_session(&q.bytes);
     let five_d_transposes = nodes
         .iter()
         .filter(|n| n.op_type() == "Transpose")

@@ -141,7 +141,7 @@ fn found(tail: usize, x: &str, inner: Vec<usize>) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{self, node, run_y};
+    use crate::normalize::test_graph::{self, max_difference_y, node};
     use crate::onnx::tensor;
 
     /// A model over input `x` with the scalar constants the patterns use.
@@ -215,12 +215,7 @@ mod tests {
         let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[3, 8]), |i| {
             (i[0] * 8 + i[1]) as f32 * 0.25 - 3.0
         });
-        let (a, b) = (run_y(&original, &x), run_y(&fused, &x));
-        let worst = a
-            .iter()
-            .zip(&b)
-            .map(|(p, q)| (p - q).abs())
-            .fold(0f32, f32::max);
+        let worst = max_difference_y(&original, &fused, &x);
         assert!(worst < 1e-5, "max |difference| {worst}");
     }
 

@@ -1,8 +1,7 @@
 //! Small graph builders shared by the normalization passes' unit tests.
 
 use crate::onnx::{
-    dtype, make_node, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
-    TensorProto, TypeProto, ValueInfoProto,
+    make_node, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto,
 };
 
 /// A default-domain node named `<op>_<output>` with one output.
@@ -18,17 +17,7 @@ pub fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
 
 /// A float32 graph input or output of unknown shape.
 pub fn float_value(name: &str) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(dtype::FLOAT),
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    crate::onnx::float_tensor_info(name, None)
 }
 
 /// An opset-13 model of `nodes` over the float input `x`, with float `outputs` and constant
@@ -63,4 +52,15 @@ pub fn run_y(model: &ModelProto, x: &ndarray::ArrayD<f32>) -> Vec<f32> {
     let out = s.run(borrowed(&inputs)).unwrap();
     let (_, values) = out["y"].try_extract_tensor::<f32>().unwrap();
     values.to_vec()
+}
+
+/// The largest |difference| between the outputs `y` of models `a` and `b` on input `x`
+/// (see [`run_y`]).
+pub fn max_difference_y(a: &ModelProto, b: &ModelProto, x: &ndarray::ArrayD<f32>) -> f32 {
+    let (ya, yb) = (run_y(a, x), run_y(b, x));
+    assert_eq!(ya.len(), yb.len());
+    ya.iter()
+        .zip(&yb)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0f32, f32::max)
 }

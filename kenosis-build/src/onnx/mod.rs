@@ -61,6 +61,31 @@ pub fn default_opset(model: &ModelProto) -> Option<i64> {
         .map(|o| o.version())
 }
 
+/// A float32 tensor `ValueInfoProto` (a graph input or output) with fixed `dims`, or with no
+/// declared shape when `dims` is `None`.
+pub fn float_tensor_info(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
+    let shape = dims.map(|dims| TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|&d| tensor_shape_proto::Dimension {
+                value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+                ..Default::default()
+            })
+            .collect(),
+    });
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(dtype::FLOAT),
+                shape,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// The tensor type a `ValueInfoProto` declares: element type (`TensorProto.DataType`,
 /// 0 when unset) and dims (`None` when no shape is declared; a dim is `None` when symbolic
 /// or not positive). `None` for non-tensor types (sequences, maps) or no type at all.
