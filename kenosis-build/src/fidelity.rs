@@ -348,12 +348,7 @@ mod tests {
     /// `nodes` over float input `x`, with output `y` of element type `y_type`.
     fn graph_with_output(nodes: Vec<crate::onnx::NodeProto>, y_type: i32) -> ModelProto {
         let mut m = model(nodes, &["y"], vec![]);
-        let g = m.graph.as_mut().unwrap();
-        if let Some(crate::onnx::type_proto::Value::TensorType(t)) =
-            g.output[0].r#type.as_mut().and_then(|t| t.value.as_mut())
-        {
-            t.elem_type = Some(y_type);
-        }
+        m.graph.as_mut().unwrap().output = vec![crate::onnx::tensor_info("y", y_type, None)];
         m
     }
 

@@ -66,8 +66,16 @@ fn model_with_a_culprit() -> Vec<u8> {
             conv("tail", "cr", "tail_w", "tail_b", "y", 0),
         ],
         initializer: inits,
-        input: vec![onnx::float_tensor_info("x", Some(&[1, 4, 8, 8]))],
-        output: vec![onnx::float_tensor_info("y", Some(&[1, 4, 8, 8]))],
+        input: vec![onnx::tensor_info(
+            "x",
+            onnx::dtype::FLOAT,
+            Some(&[1, 4, 8, 8]),
+        )],
+        output: vec![onnx::tensor_info(
+            "y",
+            onnx::dtype::FLOAT,
+            Some(&[1, 4, 8, 8]),
+        )],
         ..Default::default()
     };
     ModelProto {

@@ -211,8 +211,12 @@ impl Net {
             .initializer
             .push(tensor::from_f32("head_w", &[16, channels, 1, 1], &w));
         self.push("Conv", vec![x, "head_w".into()], vec!["y".into()], vec![]);
-        self.graph.input = vec![onnx::float_tensor_info("x", Some(&[1, 3, SIDE, SIDE]))];
-        self.graph.output = vec![onnx::float_tensor_info("y", None)];
+        self.graph.input = vec![onnx::tensor_info(
+            "x",
+            onnx::dtype::FLOAT,
+            Some(&[1, 3, SIDE, SIDE]),
+        )];
+        self.graph.output = vec![onnx::tensor_info("y", onnx::dtype::FLOAT, None)];
         self.graph.name = Some("net".into());
         ModelProto {
             ir_version: Some(8),

@@ -794,7 +794,7 @@ fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
 /// output, and the INT8 model's class ids agree with FP32's on held-out photographs.
 #[test]
 fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
-    use kenosis_build::onnx::{self, attr, type_proto, TypeProto, ValueInfoProto};
+    use kenosis_build::onnx::{self, attr};
     use prost::Message;
     let Some(shared) = shared_dir() else { return };
     let path = shared.join("models/efficientnet_lite0.onnx");
@@ -809,17 +809,7 @@ fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
         vec!["class".into()],
         vec![attr::make_int("axis", 1), attr::make_int("keepdims", 0)],
     ));
-    g.output = vec![ValueInfoProto {
-        name: Some("class".into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx::dtype::INT64),
-                shape: None,
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }];
+    g.output = vec![onnx::tensor_info("class", onnx::dtype::INT64, None)];
     let fp32 = model.encode_to_vec();
 
     let files = imagenet_files(&shared);

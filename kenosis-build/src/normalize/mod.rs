@@ -23,7 +23,7 @@ mod split;
 #[cfg(test)]
 pub(crate) mod test_graph;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{self, ModelProto};
@@ -278,6 +278,19 @@ pub fn sums_as_adds(graph: &mut onnx::GraphProto) -> usize {
         }
     }
     count
+}
+
+/// Puts `replaced[i]` (possibly nothing) in the place of node `i`, keeping the other nodes
+/// and their order: new nodes written where the node they stand for was keep a
+/// topologically sorted graph sorted.
+fn replace_nodes(graph: &mut onnx::GraphProto, mut replaced: HashMap<usize, Vec<onnx::NodeProto>>) {
+    let nodes = std::mem::take(&mut graph.node);
+    for (i, node) in nodes.into_iter().enumerate() {
+        match replaced.remove(&i) {
+            Some(new) => graph.node.extend(new),
+            None => graph.node.push(node),
+        }
+    }
 }
 
 /// Removes the nodes whose indices are in `removed`, keeping the others' order.

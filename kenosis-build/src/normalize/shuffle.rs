@@ -16,7 +16,7 @@
 //! first Reshape's constant shape are used, and every reader of the Transpose is a Reshape
 //! whose result does not depend on its input's dims (no 0 "copy" entry past the first).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, make_node, tensor, GraphProto};
@@ -89,7 +89,6 @@ pub fn rewrite(graph: &mut GraphProto, names: &mut NameGen) -> usize {
             found.push((r, t, [runs, channels, block], permutation(g, k)));
         }
     }
-    let mut removed = HashSet::new();
     let mut replaced = HashMap::new();
     for (r, t, view, perm) in &found {
         let (reshape, transpose) = (&graph.node[*r], &graph.node[*t]);
@@ -117,18 +116,11 @@ pub fn rewrite(graph: &mut GraphProto, names: &mut NameGen) -> usize {
         graph
             .initializer
             .push(tensor::from_i64(&perm_name, &[perm.len() as i64], perm));
-        removed.insert(*r);
-        replaced.insert(*t, [view_node, gather]);
+        // The view and the Gather take the Transpose's place; the first Reshape goes.
+        replaced.insert(*r, Vec::new());
+        replaced.insert(*t, vec![view_node, gather]);
     }
-    // The view and the Gather take the Transpose's place; the first Reshape goes.
-    let nodes = std::mem::take(&mut graph.node);
-    for (i, node) in nodes.into_iter().enumerate() {
-        match replaced.remove(&i) {
-            Some(pair) => graph.node.extend(pair),
-            None if removed.contains(&i) => {}
-            None => graph.node.push(node),
-        }
-    }
+    super::replace_nodes(graph, replaced);
     super::prune_unused_initializers(graph);
     found.len()
 }

@@ -67,14 +67,7 @@ pub fn as_slices(graph: &mut GraphProto, names: &mut NameGen) -> usize {
         }
         replaced.insert(*i, slices);
     }
-    // The Slices take the Split's place, so the node order stays topological.
-    let nodes = std::mem::take(&mut graph.node);
-    for (i, node) in nodes.into_iter().enumerate() {
-        match replaced.remove(&i) {
-            Some(slices) => graph.node.extend(slices),
-            None => graph.node.push(node),
-        }
-    }
+    super::replace_nodes(graph, replaced);
     super::prune_unused_initializers(graph);
     found.len()
 }

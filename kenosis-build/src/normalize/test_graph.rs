@@ -17,7 +17,7 @@ pub fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
 
 /// A float32 graph input or output of unknown shape.
 pub fn float_value(name: &str) -> ValueInfoProto {
-    crate::onnx::float_tensor_info(name, None)
+    crate::onnx::tensor_info(name, crate::onnx::dtype::FLOAT, None)
 }
 
 /// An opset-13 model of `nodes` over the float input `x`, with float `outputs` and constant

@@ -61,9 +61,10 @@ pub fn default_opset(model: &ModelProto) -> Option<i64> {
         .map(|o| o.version())
 }
 
-/// A float32 tensor `ValueInfoProto` (a graph input or output) with fixed `dims`, or with no
-/// declared shape when `dims` is `None`.
-pub fn float_tensor_info(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
+/// A tensor `ValueInfoProto` (a graph input or output) of element type `elem_type`
+/// (`TensorProto.DataType`, see [`dtype`]) with fixed `dims`, or with no declared shape when
+/// `dims` is `None`.
+pub fn tensor_info(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInfoProto {
     let shape = dims.map(|dims| TensorShapeProto {
         dim: dims
             .iter()
@@ -77,7 +78,7 @@ pub fn float_tensor_info(name: &str, dims: Option<&[i64]>) -> ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(dtype::FLOAT),
+                elem_type: Some(elem_type),
                 shape,
             })),
             ..Default::default()

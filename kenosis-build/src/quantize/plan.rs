@@ -39,7 +39,8 @@ pub enum OpRule {
 }
 
 /// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
-/// `com.microsoft` `Gelu`): their semantics are not ours to assume, so they stay FP32.
+/// `com.microsoft` `FastGelu`) other than the `QuickGelu` and `Gelu` normalization writes:
+/// their semantics are not ours to assume, so they stay FP32.
 pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
 
 /// Reason given for ONNX Runtime's `Gelu` (written by [`crate::normalize::gelu`] or found in
