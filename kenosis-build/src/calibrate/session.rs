@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
 use ort::value::{DynValue, Tensor};
@@ -57,6 +58,8 @@ pub fn session(
         .with_optimization_level(level)
         .map_err(rtb)?
         .with_intra_threads(threads)
+        .map_err(rtb)?
+        .with_intra_op_spinning(false)
         .map_err(rtb)?;
     let file = tempfile::Builder::new()
         .prefix("kenosis-")
@@ -168,6 +171,31 @@ pub struct GramRequest {
     pub second_moments: bool,
 }
 
+/// The statistics [`observe`] keeps for one exposed tensor.
+struct TensorObserver {
+    tensor: String,
+    histogram: Option<Histogram>,
+    moments: Option<ChannelMoments>,
+    /// `(key, gram)` for every Conv reading the tensor.
+    grams: Vec<(String, PatchGram)>,
+    /// Cleared when the tensor turns out not to be float.
+    float: bool,
+}
+
+impl TensorObserver {
+    fn update(&mut self, shape: &[i64], values: &[f32]) {
+        if let Some(h) = &mut self.histogram {
+            h.update(values);
+        }
+        if let Some(m) = &mut self.moments {
+            m.update(shape, values);
+        }
+        for (_, gram) in &mut self.grams {
+            gram.update(shape, values);
+        }
+    }
+}
+
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
 /// histogram for each of `histograms`, per-channel moments for each of `moments` and patch
@@ -175,7 +203,9 @@ pub struct GramRequest {
 /// the samples).
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
-/// statistics and dropped before the next run.
+/// statistics and dropped before the next run. The tensors of one run are folded in on
+/// every core (each tensor's statistics by one thread, in sample order, so the result does
+/// not depend on the thread count).
 ///
 /// # Errors
 /// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample.
@@ -201,25 +231,28 @@ pub fn observe(
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut session = session(path, bytes, GraphOptimizationLevel::Disable, threads)?;
     let columns_per_sample = COLUMNS_PER_CONV.div_ceil(samples.len().max(1));
-    let mut observed = Observed {
-        histograms: histograms
-            .iter()
-            .map(|t| (t.clone(), Histogram::default()))
-            .collect(),
-        channel_moments: moments
-            .iter()
-            .map(|(t, axis)| (t.clone(), ChannelMoments::new(*axis)))
-            .collect(),
-        patch_grams: grams
-            .iter()
-            .map(|g| {
-                (
-                    g.key.clone(),
-                    PatchGram::new(g.geometry, columns_per_sample, g.second_moments),
-                )
+    let observers: Vec<Mutex<TensorObserver>> = exposed
+        .iter()
+        .map(|t| {
+            Mutex::new(TensorObserver {
+                tensor: t.clone(),
+                histogram: histograms.contains(t).then(Histogram::default),
+                moments: moments
+                    .iter()
+                    .find(|(m, _)| m == t)
+                    .map(|(_, axis)| ChannelMoments::new(*axis)),
+                grams: grams
+                    .iter()
+                    .filter(|g| &g.input == t)
+                    .map(|g| {
+                        let gram = PatchGram::new(g.geometry, columns_per_sample, g.second_moments);
+                        (g.key.clone(), gram)
+                    })
+                    .collect(),
+                float: true,
             })
-            .collect(),
-    };
+        })
+        .collect();
     let rt = |e: ort::Error| Error::Runtime {
         path: path.to_owned(),
         message: e.to_string(),
@@ -227,6 +260,7 @@ pub fn observe(
     for sample in samples {
         let inputs = sample_inputs(input_names, sample, path)?;
         let outputs = session.run(borrowed(&inputs)).map_err(rt)?;
+        let mut extracted = Vec::with_capacity(exposed.len());
         for t in &exposed {
             let value = outputs.get(t).ok_or_else(|| Error::Runtime {
                 path: path.to_owned(),
@@ -234,23 +268,47 @@ pub fn observe(
             })?;
             // Element types are inferred without full shape inference; a tensor that turns
             // out not to be float is simply not observed, and so stays unquantized.
-            let Ok((shape, values)) = value.try_extract_tensor::<f32>() else {
-                observed.histograms.remove(t);
-                observed.channel_moments.remove(t);
-                continue;
-            };
-            if let Some(h) = observed.histograms.get_mut(t) {
-                h.update(values);
-            }
-            if let Some(m) = observed.channel_moments.get_mut(t) {
-                m.update(shape, values);
-            }
-            for g in grams.iter().filter(|g| &g.input == t) {
-                if let Some(gram) = observed.patch_grams.get_mut(&g.key) {
-                    gram.update(shape, values);
-                }
-            }
+            extracted.push(
+                value
+                    .try_extract_tensor::<f32>()
+                    .ok()
+                    .map(|(shape, values)| (shape.to_vec(), values)),
+            );
         }
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(observer) = observers.get(k) else {
+                        break;
+                    };
+                    let mut observer = observer.lock().unwrap_or_else(PoisonError::into_inner);
+                    match &extracted[k] {
+                        Some((shape, values)) if observer.float => {
+                            observer.update(shape, values);
+                        }
+                        _ => observer.float = false,
+                    }
+                });
+            }
+        });
+    }
+    let mut observed = Observed::default();
+    for observer in observers {
+        let observer = observer
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !observer.float {
+            continue;
+        }
+        if let Some(h) = observer.histogram {
+            observed.histograms.insert(observer.tensor.clone(), h);
+        }
+        if let Some(m) = observer.moments {
+            observed.channel_moments.insert(observer.tensor.clone(), m);
+        }
+        observed.patch_grams.extend(observer.grams);
     }
     Ok(observed)
 }

@@ -22,10 +22,26 @@ impl Default for MinMax {
 impl MinMax {
     /// Folds `values` in; NaN and ±inf are ignored (they would poison the range).
     pub fn update(&mut self, values: &[f32]) {
-        for &v in values.iter().filter(|v| v.is_finite()) {
-            self.min = self.min.min(v);
-            self.max = self.max.max(v);
+        // Independent lanes the compiler turns into vector compares; the calibration pass
+        // folds every activation of every sample through here.
+        const LANES: usize = 8;
+        let (mut low, mut high) = ([self.min; LANES], [self.max; LANES]);
+        let chunks = values.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for k in 0..LANES {
+                let v = chunk[k];
+                let finite = v.abs() <= f32::MAX;
+                low[k] = if finite && v < low[k] { v } else { low[k] };
+                high[k] = if finite && v > high[k] { v } else { high[k] };
+            }
         }
+        for &v in rest.iter().filter(|v| v.is_finite()) {
+            low[0] = low[0].min(v);
+            high[0] = high[0].max(v);
+        }
+        self.min = low.into_iter().fold(f32::INFINITY, f32::min);
+        self.max = high.into_iter().fold(f32::NEG_INFINITY, f32::max);
     }
 
     /// True once at least one finite value was seen.
@@ -94,10 +110,32 @@ impl Histogram {
             self.grow(false);
         }
         let (origin, inv_width, last) = (self.origin, 1.0 / self.width, HISTOGRAM_BINS - 1);
-        for &v in values.iter().filter(|v| v.is_finite()) {
-            let k = ((f64::from(v) - origin) * inv_width) as usize;
-            self.counts[k.min(last)] += 1;
-            self.zeros += u64::from(v == 0.0);
+        let bin = |v: f32| (((f64::from(v) - origin) * inv_width) as usize).min(last);
+        // Neighbouring values go to different sub-histograms: ReLU outputs are half zeros,
+        // and one counter incremented for value after value waits on its own last store.
+        const LANES: usize = 4;
+        let mut lanes = vec![[0u32; HISTOGRAM_BINS]; LANES];
+        // Lanes count in u32; a block never lets one overflow.
+        for block in values.chunks(1 << 30) {
+            let quads = block.chunks_exact(LANES);
+            let rest = quads.remainder();
+            for quad in quads {
+                for (lane, &v) in lanes.iter_mut().zip(quad) {
+                    if v.is_finite() {
+                        lane[bin(v)] += 1;
+                        self.zeros += u64::from(v == 0.0);
+                    }
+                }
+            }
+            for &v in rest.iter().filter(|v| v.is_finite()) {
+                lanes[0][bin(v)] += 1;
+                self.zeros += u64::from(v == 0.0);
+            }
+            for lane in &mut lanes {
+                for (count, c) in self.counts.iter_mut().zip(lane.iter_mut()) {
+                    *count += u64::from(std::mem::take(c));
+                }
+            }
         }
     }
 
@@ -170,7 +208,7 @@ impl ChannelMoments {
             (ChannelAxis::Second, _) => return,
             (ChannelAxis::Last, r) => (shape[r - 1] as usize, 1),
         };
-        if channels == 0 || (!self.sums.is_empty() && self.sums.len() != channels) {
+        if channels == 0 || inner == 0 || (!self.sums.is_empty() && self.sums.len() != channels) {
             return;
         }
         if self.sums.is_empty() {
@@ -178,14 +216,29 @@ impl ChannelMoments {
             self.squares = vec![0.0; channels];
             self.counts = vec![0; channels];
         }
-        for (k, &v) in values.iter().enumerate() {
-            if v.is_finite() {
-                let c = (k / inner.max(1)) % channels;
-                let v = f64::from(v);
-                self.sums[c] += v;
-                self.squares[c] += v * v;
-                self.counts[c] += 1;
+        if self.axis == ChannelAxis::Last {
+            for row in values.chunks(channels) {
+                for (c, &v) in row.iter().enumerate().filter(|(_, v)| v.is_finite()) {
+                    let v = f64::from(v);
+                    self.sums[c] += v;
+                    self.squares[c] += v * v;
+                    self.counts[c] += 1;
+                }
             }
+            return;
+        }
+        // One channel's run of `inner` values at a time, each channel summed in index order.
+        for (k, run) in values.chunks(inner).enumerate() {
+            let c = k % channels;
+            let (mut sum, mut square, mut count) = (self.sums[c], self.squares[c], 0u64);
+            for v in run.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)) {
+                sum += v;
+                square += v * v;
+                count += 1;
+            }
+            self.sums[c] = sum;
+            self.squares[c] = square;
+            self.counts[c] += count;
         }
     }
 
@@ -268,5 +321,51 @@ mod tests {
             let k = ((v - h.origin) / h.width) as usize;
             assert!(h.counts[k] >= 1, "value {v} not in its bin");
         }
+    }
+
+    /// Values of every kind the statistics treat apart: zeros (ReLU), non-finite, spread.
+    fn activation_like(len: usize, seed: u64) -> Vec<f32> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..len)
+            .map(|_| match rng.random_range(0..20) {
+                0..=9 => 0.0,
+                10 => f32::NAN,
+                11 => f32::INFINITY,
+                12 => -0.0,
+                _ => rng.random_range(-3.0f32..50.0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lanes_count_every_value_in_its_bin() {
+        let mut h = Histogram::default();
+        // Sets the range, so the batches below fall inside and the bins stay put.
+        h.update(&[-3.0, 50.0]);
+        let mut expected = h.clone();
+        for (seed, len) in [(1, 1003), (2, 7), (3, 4096), (4, 1)] {
+            let values = activation_like(len, seed);
+            h.update(&values);
+            for &v in values.iter().filter(|v| v.is_finite()) {
+                let k = ((f64::from(v) - expected.origin) * (1.0 / expected.width)) as usize;
+                expected.counts[k.min(HISTOGRAM_BINS - 1)] += 1;
+                expected.zeros += u64::from(v == 0.0);
+            }
+            assert_eq!(h, expected, "after seed {seed}");
+        }
+        assert!(h.zeros > 2000, "the batches are half zeros");
+    }
+
+    #[test]
+    fn channel_moments_skip_non_finite_and_empty_shapes() {
+        // [N=1, C=2, H=0]: nothing to fold, and no panic.
+        let mut m = ChannelMoments::new(ChannelAxis::Second);
+        m.update(&[1, 2, 0], &[]);
+        assert!(m.means().is_empty());
+        // [N=3, K=2] with a NaN in channel 0.
+        let mut m = ChannelMoments::new(ChannelAxis::Last);
+        m.update(&[3, 2], &[1.0, 10.0, f32::NAN, 20.0, 3.0, 30.0]);
+        assert_eq!(m.means(), vec![2.0, 20.0]);
     }
 }
