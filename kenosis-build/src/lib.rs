@@ -40,6 +40,7 @@ pub mod fidelity;
 pub mod graph;
 pub mod normalize;
 pub mod onnx;
+mod parallel;
 pub mod pipeline;
 pub mod quantize;
 pub mod report;

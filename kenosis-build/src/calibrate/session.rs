@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use ort::session::{builder::GraphOptimizationLevel, Session, SessionInputValue};
@@ -275,22 +274,12 @@ pub fn observe(
                     .map(|(shape, values)| (shape.to_vec(), values)),
             );
         }
-        let next = AtomicUsize::new(0);
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(observer) = observers.get(k) else {
-                        break;
-                    };
-                    let mut observer = observer.lock().unwrap_or_else(PoisonError::into_inner);
-                    match &extracted[k] {
-                        Some((shape, values)) if observer.float => {
-                            observer.update(shape, values);
-                        }
-                        _ => observer.float = false,
-                    }
-                });
+        let work: Vec<_> = observers.iter().zip(&extracted).collect();
+        crate::parallel::map(&work, |(observer, values)| {
+            let mut observer = observer.lock().unwrap_or_else(PoisonError::into_inner);
+            match values {
+                Some((shape, values)) if observer.float => observer.update(shape, values),
+                _ => observer.float = false,
             }
         });
     }

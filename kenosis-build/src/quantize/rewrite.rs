@@ -250,97 +250,44 @@ pub fn rewrite(
         );
     }
 
-    // Weights and biases.
-    for wp in &plan.weights {
-        let node = graph.node[wp.node].clone();
-        let Some(x) = qparams.get(&node.input[0]) else {
+    // Weights and biases: the codes of every weight computed on every core, then written
+    // in plan order.
+    let graph_read: &GraphProto = graph;
+    let computed = crate::parallel::map(&plan.weights, |wp| {
+        let node = &graph_read.node[wp.node];
+        qparams.get(&node.input[0]).map(|x| {
+            quantize_weighted(
+                graph_read,
+                &index,
+                wp,
+                &x.params,
+                channel_means,
+                patch_grams,
+                options,
+            )
+        })
+    });
+    for (wp, op) in plan.weights.iter().zip(computed) {
+        let Some(op) = op.transpose()? else {
             continue;
         };
+        let node = graph.node[wp.node].clone();
+        let x = &qparams[&node.input[0]];
         let w_name = &node.input[wp.weight_slot];
-        let w_t = &graph.initializer[index.initializer[w_name]];
-        let w_values = tensor::to_f32(w_t)?;
-        let dims = w_t.dims.clone();
-        let axis = options.per_channel.then_some(wp.channel_axis);
-        let gemm_beta = if node.op_type() == "Gemm" {
-            attr::float(&node, "beta", 1.0)
-        } else {
-            1.0
-        };
-        let mut bias = match wp.bias_slot {
-            Some(slot) => {
-                let b = tensor::to_f32(&graph.initializer[index.initializer[&node.input[slot]]])?;
-                Some(b.into_iter().map(|v| v * gemm_beta).collect::<Vec<f32>>())
-            }
-            None => None,
-        };
-        // Per-channel bias headroom (per-tensor: the largest bias decides).
-        let min_scales: Option<Vec<f32>> = bias.as_ref().map(|b| match axis {
-            Some(_) => b
-                .iter()
-                .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
-                .collect(),
-            None => vec![b
-                .iter()
-                .map(|&v| params::bias_safe_weight_scale(0.0, v, x.params.scale))
-                .fold(0.0, f32::max)],
-        });
-        // GPTQ codes on nearest rounding's scales, where the input patches were observed
-        // (Conv weights `[O, C, kh, kw]` are rows of `C·kh·kw` in the patches' order).
-        let gram = node.output.first().and_then(|o| patch_grams.get(o));
-        let factor = gram
-            .filter(|_| options.gptq_rounding)
-            .and_then(PatchGram::matrix)
-            .and_then(|(len, h)| super::gptq::factor(h, len));
-        let quantize = |reduce_range| {
-            let mut q =
-                weights::quantize(&w_values, &dims, axis, reduce_range, min_scales.as_deref());
-            let rows = dims.first().map_or(0, |&o| o as usize);
-            let gptq = factor
-                .as_ref()
-                .and_then(|f| super::gptq::round(&w_values, rows, f, &q.scales, reduce_range));
-            let rounded = gptq.is_some();
-            if let Some(codes) = gptq {
-                q.codes = codes;
-            }
-            (q, rounded)
-        };
-        let mut reduce_range = options.reduce_range && !runs_on_widening_kernel(&node, &dims);
-        let (mut q, mut gptq_rounded) = quantize(reduce_range);
-        // Judged on the final codes: GPTQ moves codes towards the clamp, where pairs clip.
-        if let Some((len, patches)) = gram
-            .and_then(PatchGram::kept_patches)
-            .filter(|_| reduce_range)
-        {
-            let (full, full_gptq) = quantize(false);
-            if super::saturation::full_range_pays(
-                patches, len, &dims, &x.params, &w_values, &q, &full,
-            ) {
-                (q, gptq_rounded, reduce_range) = (full, full_gptq, false);
-            }
-        }
-        if options.reduce_range && !reduce_range {
-            summary.weights_full_range += 1;
-        }
-        if gptq_rounded {
-            summary.weights_gptq_rounded += 1;
-        }
-        // Bias correction; Conv and Gemm without a bias get one to carry it.
-        let mut bias_slot = wp.bias_slot;
-        let means = channel_means
-            .get(&node.input[0])
-            .filter(|_| options.bias_correction);
-        if let Some(means) = means {
-            let deq = weights::dequantize(&q, &dims, axis);
-            let shift = super::bias_correction::output_shift(&node, &dims, &w_values, &deq, means);
-            if let Some(shift) = shift.filter(|_| matches!(node.op_type(), "Conv" | "Gemm")) {
-                let b = bias.get_or_insert_with(|| vec![0.0; shift.len()]);
-                for (v, s) in b.iter_mut().zip(&shift) {
-                    *v = (f64::from(*v) - s) as f32;
-                }
-                bias_slot = bias_slot.or(Some(2));
-                summary.biases_corrected += 1;
-            }
-        }
+        let WeightedOp {
+            q,
+            dims,
+            axis,
+            bias,
+            bias_slot,
+            gemm_beta,
+            full_range,
+            gptq_rounded,
+            bias_corrected,
+        } = op;
+        summary.weights_full_range += usize::from(full_range);
+        summary.weights_gptq_rounded += usize::from(gptq_rounded);
+        summary.biases_corrected += usize::from(bias_corrected);
         // Named after the weight, as ORT's quantizer does; a weight shared by several nodes
         // gets numbered copies.
         let (codes, scale, zp) = (
@@ -469,6 +416,129 @@ pub fn rewrite(
     graph.initializer.extend(new_inits);
     crate::normalize::prune_unused_initializers(graph);
     Ok(summary)
+}
+
+/// What [`quantize_weighted`] computes for one weighted op, before any graph edit: its
+/// weight's codes and the float bias to quantize with them.
+struct WeightedOp {
+    q: weights::QuantizedWeight,
+    dims: Vec<i64>,
+    axis: Option<usize>,
+    /// The bias (times Gemm's `beta`), corrected; `None` when the op has none.
+    bias: Option<Vec<f32>>,
+    /// Where the bias goes: the op's own slot, or slot 2 for one bias correction added.
+    bias_slot: Option<usize>,
+    gemm_beta: f32,
+    /// 8-bit codes although reduce-range was asked for.
+    full_range: bool,
+    gptq_rounded: bool,
+    bias_corrected: bool,
+}
+
+/// Quantizes the weight of the op planned by `wp`, whose data input has parameters `x`:
+/// per-channel or per-tensor scales, GPTQ codes where its input patches were observed, the
+/// 8-bit choice of [`super::saturation`] under reduce-range, and bias correction.
+///
+/// # Errors
+/// When the weight or bias payload cannot be read.
+fn quantize_weighted(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    wp: &super::plan::WeightPlan,
+    x: &ActivationParams,
+    channel_means: &HashMap<String, Vec<f64>>,
+    patch_grams: &HashMap<String, PatchGram>,
+    options: WeightOptions,
+) -> Result<WeightedOp, String> {
+    let node = &graph.node[wp.node];
+    let w_name = &node.input[wp.weight_slot];
+    let w_t = &graph.initializer[index.initializer[w_name]];
+    let w_values = tensor::to_f32(w_t)?;
+    let dims = w_t.dims.clone();
+    let axis = options.per_channel.then_some(wp.channel_axis);
+    let gemm_beta = if node.op_type() == "Gemm" {
+        attr::float(node, "beta", 1.0)
+    } else {
+        1.0
+    };
+    let mut bias = match wp.bias_slot {
+        Some(slot) => {
+            let b = tensor::to_f32(&graph.initializer[index.initializer[&node.input[slot]]])?;
+            Some(b.into_iter().map(|v| v * gemm_beta).collect::<Vec<f32>>())
+        }
+        None => None,
+    };
+    // Per-channel bias headroom (per-tensor: the largest bias decides).
+    let min_scales: Option<Vec<f32>> = bias.as_ref().map(|b| match axis {
+        Some(_) => b
+            .iter()
+            .map(|&v| params::bias_safe_weight_scale(0.0, v, x.scale))
+            .collect(),
+        None => vec![b
+            .iter()
+            .map(|&v| params::bias_safe_weight_scale(0.0, v, x.scale))
+            .fold(0.0, f32::max)],
+    });
+    // GPTQ codes on nearest rounding's scales, where the input patches were observed
+    // (Conv weights `[O, C, kh, kw]` are rows of `C·kh·kw` in the patches' order).
+    let gram = node.output.first().and_then(|o| patch_grams.get(o));
+    let factor = gram
+        .filter(|_| options.gptq_rounding)
+        .and_then(PatchGram::matrix)
+        .and_then(|(len, h)| super::gptq::factor(h, len));
+    let quantize = |reduce_range| {
+        let mut q = weights::quantize(&w_values, &dims, axis, reduce_range, min_scales.as_deref());
+        let rows = dims.first().map_or(0, |&o| o as usize);
+        let gptq = factor
+            .as_ref()
+            .and_then(|f| super::gptq::round(&w_values, rows, f, &q.scales, reduce_range));
+        let rounded = gptq.is_some();
+        if let Some(codes) = gptq {
+            q.codes = codes;
+        }
+        (q, rounded)
+    };
+    let mut reduce_range = options.reduce_range && !runs_on_widening_kernel(node, &dims);
+    let (mut q, mut gptq_rounded) = quantize(reduce_range);
+    // Judged on the final codes: GPTQ moves codes towards the clamp, where pairs clip.
+    if let Some((len, patches)) = gram
+        .and_then(PatchGram::kept_patches)
+        .filter(|_| reduce_range)
+    {
+        let (full, full_gptq) = quantize(false);
+        if super::saturation::full_range_pays(patches, len, &dims, x, &w_values, &q, &full) {
+            (q, gptq_rounded, reduce_range) = (full, full_gptq, false);
+        }
+    }
+    // Bias correction; Conv and Gemm without a bias get one to carry it.
+    let mut bias_slot = wp.bias_slot;
+    let mut bias_corrected = false;
+    let means = channel_means
+        .get(&node.input[0])
+        .filter(|_| options.bias_correction);
+    if let Some(means) = means {
+        let deq = weights::dequantize(&q, &dims, axis);
+        let shift = super::bias_correction::output_shift(node, &dims, &w_values, &deq, means);
+        if let Some(shift) = shift.filter(|_| matches!(node.op_type(), "Conv" | "Gemm")) {
+            let b = bias.get_or_insert_with(|| vec![0.0; shift.len()]);
+            for (v, s) in b.iter_mut().zip(&shift) {
+                *v = (f64::from(*v) - s) as f32;
+            }
+            bias_slot = bias_slot.or(Some(2));
+            bias_corrected = true;
+        }
+    }
+    Ok(WeightedOp {
+        q,
+        dims,
+        axis,
+        bias,
+        bias_slot,
+        gemm_beta,
+        full_range: options.reduce_range && !reduce_range,
+        gptq_rounded,
+        bias_corrected,
+    })
 }
 
 #[cfg(test)]
