@@ -473,8 +473,9 @@ fn kept_custom_node(q: &kenosis_build::Quantized) -> onnx::NodeProto {
 
 #[test]
 fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
-    // A com.microsoft contrib op runs in ORT.
-    let q = quantize_with_custom_op("FastGelu", "com.microsoft");
+    // A com.microsoft contrib op runs in ORT. (QuickGelu without `alpha` is ORT's 1.702·x
+    // gate, not the SiLU normalization writes.)
+    let q = quantize_with_custom_op("QuickGelu", "com.microsoft");
     let custom = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
     assert_eq!(
         custom.map(|n| n.reason.as_str()),
@@ -484,25 +485,28 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
     assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
     assert!(
         q.report.summary_line().contains(
-            "custom-domain ops left FP32, check they are not on a hot path: custom (FastGelu)"
+            "custom-domain ops left FP32, check they are not on a hot path: custom (QuickGelu)"
         ),
         "{}",
         q.report.summary_line()
     );
     assert_eq!(kept_custom_node(&q).domain(), "com.microsoft");
 
-    // ORT's Gelu, which normalization also writes for spelled-out GELUs, is a known float op.
-    let q = quantize_with_custom_op("Gelu", "com.microsoft");
-    let gelu = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
-    assert_eq!(
-        gelu.map(|n| n.reason.as_str()),
-        Some(kenosis_build::quantize::plan::GELU_REASON)
-    );
-    assert!(
-        !q.report.summary_line().contains("custom-domain"),
-        "{}",
-        q.report.summary_line()
-    );
+    // ORT's Gelu and FastGelu, which normalization also writes for spelled-out GELUs, are
+    // known float ops.
+    for op in ["Gelu", "FastGelu"] {
+        let q = quantize_with_custom_op(op, "com.microsoft");
+        let gelu = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
+        assert_eq!(
+            gelu.map(|n| n.reason.as_str()),
+            Some(kenosis_build::quantize::plan::GELU_REASON)
+        );
+        assert!(
+            !q.report.summary_line().contains("custom-domain"),
+            "{}",
+            q.report.summary_line()
+        );
+    }
 }
 
 #[test]

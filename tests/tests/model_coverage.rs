@@ -588,6 +588,109 @@ fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() 
     assert!(fused >= original - 0.001, "{fused:.4} vs {original:.4}");
 }
 
+/// `model` with every exact GELU (`Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), ½)`, as MiniLM
+/// writes it) replaced by the tanh approximation as GPT-2-style exports write it:
+/// `½ · (x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x))))`.
+fn with_tanh_gelus(model: &[u8]) -> Vec<u8> {
+    use kenosis_build::onnx::{make_node, tensor, ModelProto};
+    use prost::Message;
+    let mut m = ModelProto::decode(model).expect("model decodes");
+    let g = m.graph.as_mut().expect("graph");
+    for (name, v) in [
+        ("tanh_gelu_cubic", 0.044715f32),
+        ("tanh_gelu_scale", (2.0 / std::f32::consts::PI).sqrt()),
+        ("tanh_gelu_one", 1.0),
+        ("tanh_gelu_half", 0.5),
+    ] {
+        g.initializer.push(tensor::from_f32(name, &[], &[v]));
+    }
+    let reader = |g: &kenosis_build::onnx::GraphProto, t: &str| {
+        let readers: Vec<usize> = (0..g.node.len())
+            .filter(|&i| g.node[i].input.iter().any(|x| x == t))
+            .collect();
+        assert_eq!(readers.len(), 1, "{t}");
+        readers[0]
+    };
+    let erfs: Vec<usize> = (0..g.node.len())
+        .filter(|&i| g.node[i].op_type() == "Erf")
+        .collect();
+    let mut replaced = std::collections::HashSet::new();
+    let mut chains = Vec::new();
+    for (k, &erf) in erfs.iter().enumerate() {
+        let div = (0..g.node.len())
+            .find(|&i| g.node[i].output.contains(&g.node[erf].input[0]))
+            .expect("Div");
+        let add = reader(g, &g.node[erf].output[0]);
+        let mul = reader(g, &g.node[add].output[0]);
+        let half = reader(g, &g.node[mul].output[0]);
+        let x = g.node[div].input[0].clone();
+        let y = g.node[half].output[0].clone();
+        let t = |s: &str| format!("tanh_gelu{k}_{s}");
+        let op = |op: &str, inputs: &[&str], out: &str| {
+            let inputs = inputs.iter().map(|i| i.to_string()).collect();
+            make_node(op, t(out), inputs, vec![t(out)], vec![])
+        };
+        let mut nodes = vec![
+            op("Mul", &[&x, &x], "x2"),
+            op("Mul", &[&t("x2"), &x], "x3"),
+            op("Mul", &[&t("x3"), "tanh_gelu_cubic"], "c"),
+            op("Add", &[&x, &t("c")], "s"),
+            op("Mul", &[&t("s"), "tanh_gelu_scale"], "i"),
+            op("Tanh", &[&t("i")], "th"),
+            op("Add", &[&t("th"), "tanh_gelu_one"], "a"),
+            op("Mul", &[&x, &t("a")], "m"),
+        ];
+        nodes.push(make_node(
+            "Mul",
+            t("y"),
+            vec![t("m"), "tanh_gelu_half".into()],
+            vec![y],
+            vec![],
+        ));
+        replaced.extend([div, erf, add, mul, half]);
+        chains.push((div, nodes));
+    }
+    let mut nodes = Vec::new();
+    for (i, n) in std::mem::take(&mut g.node).into_iter().enumerate() {
+        if let Some(k) = chains.iter().position(|(div, _)| *div == i) {
+            nodes.append(&mut chains[k].1);
+        }
+        if !replaced.contains(&i) {
+            nodes.push(n);
+        }
+    }
+    g.node = nodes;
+    m.encode_to_vec()
+}
+
+#[test]
+fn minilm_with_tanh_gelus_runs_them_as_fast_gelu() {
+    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
+        return;
+    };
+    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    let tanh = with_tanh_gelus(&fp32);
+    let qt = quantize(
+        &path,
+        &tanh,
+        &Calibration::Synthetic,
+        &QuantizeOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(qt.report.normalize.gelus_fused, 3);
+
+    // ONNX Runtime runs them as its FastGelu kernel: no Tanh, no cube left.
+    let ops = optimized_op_types(&qt.bytes);
+    let count = |op: &str| ops.iter().filter(|o| *o == op).count();
+    assert_eq!((count("FastGelu"), count("Tanh")), (3, 0), "{ops:?}");
+
+    // Against its own FP32 model, as close as the shipped model is to its own.
+    let original = minilm_embedding_cosine(&fp32, &q.bytes);
+    let fused = minilm_embedding_cosine(&tanh, &qt.bytes);
+    eprintln!("MiniLM embeddings: {fused:.4} with tanh GELUs fused, {original:.4} as shipped");
+    assert!(fused >= original - 0.001, "{fused:.4} vs {original:.4}");
+}
+
 #[test]
 fn silero_vad_runs_and_matches_with_control_flow_left_fp32() {
     let Some(path) = fetched("silero_vad.onnx") else {

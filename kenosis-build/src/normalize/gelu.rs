@@ -1,28 +1,44 @@
-//! Fuses the exact GELU written out in elementary ops, `x · ½ · (1 + erf(x / √2))`, into
-//! ONNX Runtime's `com.microsoft` `Gelu` (ONNX's own `Gelu` needs opset 20).
+//! Fuses GELUs written out in elementary ops into ONNX Runtime's `com.microsoft` contrib
+//! ops (ONNX's own `Gelu` needs opset 20): the exact `x · ½ · (1 + erf(x / √2))` into `Gelu`,
+//! and the tanh approximation `x · ½ · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` (Hendrycks &
+//! Gimpel 2016, GPT-2's and BERT-TF's `gelu_new`, PyTorch's `approximate="tanh"`) into
+//! `FastGelu`.
 //!
-//! Exporters before opset 20 spell it out (PyTorch's `nn.GELU`, BERT-family models such as
-//! paraphrase-MiniLM-L3-v2). ORT fuses the pattern itself in FP32 (`GeluFusion`, then
-//! `BiasGeluFusion`), but not once it is quantized: the `1 + erf`, the product with `x` and
-//! the halving each became QLinearAdd or QLinearMul with their own rounding. As one `Gelu`
-//! it runs in float between one DequantizeLinear and one QuantizeLinear, like the SiLUs of
-//! [`super::silu`]. Measured on MiniLM (the first of its 3 GELUs stays FP32 anyway, see the
-//! plan's outlier rule): sentence-embedding cosine 0.9963 → 0.9966, 0.83 → 0.79 ms on 19
-//! tokens (1 thread).
+//! Exporters before opset 20 spell them out (PyTorch's `nn.GELU`, BERT-family models such as
+//! paraphrase-MiniLM-L3-v2). ORT fuses the patterns itself in FP32 (`GeluFusion` and
+//! `FastGeluFusion`, then their bias fusions), but not once they are quantized: the `1 + erf`,
+//! the product with `x` and the halving each became QLinearAdd or QLinearMul with their own
+//! rounding. As one op a GELU runs in float between one DequantizeLinear and one
+//! QuantizeLinear, like the SiLUs of [`super::silu`]. Measured on MiniLM (the first of its 3
+//! GELUs stays FP32 anyway, see the plan's outlier rule): sentence-embedding cosine 0.9963 →
+//! 0.9966, 0.83 → 0.79 ms on 19 tokens (1 thread).
 
 use super::pattern::{close, fuse_written_out, is, Found, Matcher};
 use super::silu::{import_ort_domain, ORT_DOMAIN};
 use crate::onnx::{ModelProto, NodeProto};
 
-/// The fused op's type in [`ORT_DOMAIN`].
+/// The exact GELU's op type in [`ORT_DOMAIN`].
 pub const GELU: &str = "Gelu";
 
-/// Replaces every GELU written as `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), ½)` or
-/// `Mul(Mul(x, ½), Add(Erf(Div(x, √2)), 1))` (`Mul(x, 1/√2)` for the Div; any operand order
-/// of Add and Mul; constants single-value float initializers; every intermediate read only
-/// inside the pattern and not a graph output; `x` float32) by one `com.microsoft` `Gelu(x)`
-/// that keeps the last node's name and output, and imports [`ORT_DOMAIN`] when anything was
-/// fused. The graph must be topologically sorted. Returns the number fused.
+/// The tanh approximation's op type in [`ORT_DOMAIN`].
+pub const FAST_GELU: &str = "FastGelu";
+
+/// `√(2/π)`, the tanh form's inner scale.
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// The tanh form's cubic coefficient.
+const CUBIC: f32 = 0.044_715;
+
+/// Replaces every GELU written as `Mul(Mul(x, Add(g, 1)), ½)` or `Mul(Mul(x, ½), Add(g, 1))`
+/// by one `com.microsoft` op of `x` that keeps the last node's name and output:
+/// - `Gelu` for `g = Erf(Div(x, √2))` (or `Mul(x, 1/√2)`);
+/// - `FastGelu` for `g = Tanh(Mul(Add(x, Mul(x³, 0.044715)), √(2/π)))`, with `x³` written
+///   `Pow(x, 3)`, `Mul(Mul(x, x), x)` or `Mul(x, Mul(x, x))`.
+///
+/// Any operand order of Add and Mul; constants single-value float initializers; every
+/// intermediate read only inside the pattern and not a graph output; `x` float32. Imports
+/// [`ORT_DOMAIN`] when anything was fused. The graph must be topologically sorted. Returns
+/// the number fused.
 pub fn fuse(model: &mut ModelProto) -> usize {
     let fused = fuse_written_out(model, super::TARGET_OPSET, false, |m, tail| m.gelu(tail));
     if fused > 0 {
@@ -31,9 +47,9 @@ pub fn fuse(model: &mut ModelProto) -> usize {
     fused
 }
 
-/// Whether `node` is ONNX Runtime's `Gelu`, as this pass writes it.
+/// Whether `node` is ONNX Runtime's `Gelu` or `FastGelu`, as this pass writes them.
 pub fn is_gelu(node: &NodeProto) -> bool {
-    node.domain() == ORT_DOMAIN && node.op_type() == GELU
+    node.domain() == ORT_DOMAIN && (node.op_type() == GELU || node.op_type() == FAST_GELU)
 }
 
 impl Matcher<'_> {
@@ -60,8 +76,8 @@ impl Matcher<'_> {
                 return None;
             }
             for (x, gate) in [(p, q), (q, p)] {
-                if let Some(rest) = self.one_plus_erf(gate, x) {
-                    return Some(found(tail, x, [vec![mul_idx], rest].concat()));
+                if let Some((op, rest)) = self.one_plus_gate(gate, x) {
+                    return Some(found(op, tail, x, [vec![mul_idx], rest].concat()));
                 }
             }
             return None;
@@ -81,16 +97,16 @@ impl Matcher<'_> {
                 (true, false, true) => q,
                 _ => continue,
             };
-            if let Some(rest) = self.one_plus_erf(gate, x) {
-                return Some(found(tail, x, [vec![half_idx], rest].concat()));
+            if let Some((op, rest)) = self.one_plus_gate(gate, x) {
+                return Some(found(op, tail, x, [vec![half_idx], rest].concat()));
             }
         }
         None
     }
 
-    /// If `t` is `Add(Erf(Div(x, √2)), 1)` (or `Mul(x, 1/√2)` for the Div), owned by the
-    /// pattern: the indices of those three nodes.
-    fn one_plus_erf(&self, t: &str, x: &str) -> Option<Vec<usize>> {
+    /// If `t` is `Add(g, 1)` with `g` the erf or tanh gate of `x` (see [`fuse`]), owned by
+    /// the pattern: the fused op's type and the indices of the gate's nodes.
+    fn one_plus_gate(&self, t: &str, x: &str) -> Option<(&'static str, Vec<usize>)> {
         let add_idx = self.inner(t)?;
         let add = &self.graph.node[add_idx];
         let [p, q] = add.input.as_slice() else {
@@ -100,17 +116,27 @@ impl Matcher<'_> {
             return None;
         }
         let one = |c: &str| self.scalar(c) == Some(1.0);
-        let e = match (one(q), one(p)) {
+        let g = match (one(q), one(p)) {
             (true, _) => p,
             (false, true) => q,
             _ => return None,
         };
-        let erf_idx = self.inner(e)?;
-        let erf = &self.graph.node[erf_idx];
-        if !is(erf, "Erf") {
+        let gate_idx = self.inner(g)?;
+        let gate = &self.graph.node[gate_idx];
+        let argument = gate.input.first()?;
+        let (op, rest) = if is(gate, "Erf") {
+            (GELU, self.erf_argument(argument, x)?)
+        } else if is(gate, "Tanh") {
+            (FAST_GELU, self.tanh_argument(argument, x)?)
+        } else {
             return None;
-        }
-        let scale_idx = self.inner(erf.input.first()?)?;
+        };
+        Some((op, [vec![add_idx, gate_idx], rest].concat()))
+    }
+
+    /// If `t` is `Div(x, √2)` or `Mul(x, 1/√2)`, owned by the pattern: its index.
+    fn erf_argument(&self, t: &str, x: &str) -> Option<Vec<usize>> {
+        let scale_idx = self.inner(t)?;
         let scale = &self.graph.node[scale_idx];
         let [p, q] = scale.input.as_slice() else {
             return None;
@@ -120,17 +146,73 @@ impl Matcher<'_> {
             || (is(scale, "Mul")
                 && ((p == x && by(q, std::f32::consts::FRAC_1_SQRT_2))
                     || (q == x && by(p, std::f32::consts::FRAC_1_SQRT_2))));
-        scales_x.then(|| vec![add_idx, erf_idx, scale_idx])
+        scales_x.then(|| vec![scale_idx])
+    }
+
+    /// If `t` is `Mul(Add(x, Mul(x³, 0.044715)), √(2/π))`, owned by the pattern: its nodes.
+    fn tanh_argument(&self, t: &str, x: &str) -> Option<Vec<usize>> {
+        let (scale_idx, sum) = self.product_with(t, SQRT_2_OVER_PI)?;
+        let sum_idx = self.inner(sum)?;
+        let add = &self.graph.node[sum_idx];
+        let [p, q] = add.input.as_slice() else {
+            return None;
+        };
+        let cubic = match (is(add, "Add"), p == x, q == x) {
+            (true, true, false) => q,
+            (true, false, true) => p,
+            _ => return None,
+        };
+        let (cubic_idx, cube) = self.product_with(cubic, CUBIC)?;
+        let cube = self.cube(cube, x)?;
+        Some([vec![scale_idx, sum_idx, cubic_idx], cube].concat())
+    }
+
+    /// If `t` is `Mul(u, c)` or `Mul(c, u)` with `c` a constant close to `value`, owned by
+    /// the pattern: its index and `u`.
+    fn product_with(&self, t: &str, value: f32) -> Option<(usize, &str)> {
+        let idx = self.inner(t)?;
+        let node = &self.graph.node[idx];
+        let [p, q] = node.input.as_slice() else {
+            return None;
+        };
+        let is_value = |c: &str| self.scalar(c).is_some_and(|s| close(s, value));
+        match (is(node, "Mul"), is_value(q), is_value(p)) {
+            (true, true, _) => Some((idx, p)),
+            (true, false, true) => Some((idx, q)),
+            _ => None,
+        }
+    }
+
+    /// If `t` is `x³` (`Pow(x, 3)`, `Mul(Mul(x, x), x)` or `Mul(x, Mul(x, x))`), owned by the
+    /// pattern: its nodes.
+    fn cube(&self, t: &str, x: &str) -> Option<Vec<usize>> {
+        let idx = self.inner(t)?;
+        let node = &self.graph.node[idx];
+        let [p, q] = node.input.as_slice() else {
+            return None;
+        };
+        if is(node, "Pow") {
+            return (p == x && self.scalar(q) == Some(3.0)).then(|| vec![idx]);
+        }
+        let square = match (is(node, "Mul"), p == x, q == x) {
+            (true, true, false) => q,
+            (true, false, true) => p,
+            _ => return None,
+        };
+        let square_idx = self.inner(square)?;
+        let sq = &self.graph.node[square_idx];
+        (is(sq, "Mul") && sq.input.iter().all(|i| i == x) && sq.input.len() == 2)
+            .then(|| vec![idx, square_idx])
     }
 }
 
-fn found(tail: usize, x: &str, inner: Vec<usize>) -> Found {
+fn found(op: &str, tail: usize, x: &str, inner: Vec<usize>) -> Found {
     Found {
         tail,
         inner,
         x: x.to_owned(),
         fused: NodeProto {
-            op_type: Some(GELU.into()),
+            op_type: Some(op.into()),
             domain: Some(ORT_DOMAIN.into()),
             input: vec![x.to_owned()],
             ..Default::default()
@@ -152,6 +234,10 @@ mod tests {
             ("one", 1.0),
             ("half", 0.5),
             ("sqrt3", 3f32.sqrt()),
+            ("sqrt_2_pi", SQRT_2_OVER_PI),
+            ("cubic", CUBIC),
+            ("three", 3.0),
+            ("cubic_bert", 0.0447),
         ];
         let initializer = scalars
             .iter()
@@ -232,6 +318,130 @@ mod tests {
         assert_eq!(fuse(&mut m), 0);
         // An intermediate is also a graph output.
         let mut m = model(gelu("x", "y", "", ("Div", "sqrt2"), true), &["y", "e"]);
+        assert_eq!(fuse(&mut m), 0);
+    }
+
+    /// How a tanh GELU writes `x³`.
+    #[derive(Clone, Copy)]
+    enum Cube {
+        Pow,
+        SquareFirst,
+        SquareLast,
+    }
+
+    /// `x · ½ · (1 + tanh(√(2/π) · (x + c · x³)))` into `out` with `c` the initializer `cubic`,
+    /// nodes suffixed `k`, halving last or first.
+    fn tanh_gelu(
+        x: &str,
+        out: &str,
+        k: &str,
+        cube: Cube,
+        cubic: &str,
+        halving_last: bool,
+    ) -> Vec<NodeProto> {
+        let t = |s: &str| format!("{s}{k}");
+        let mut nodes = match cube {
+            Cube::Pow => vec![node("Pow", &[x, "three"], &t("x3"))],
+            Cube::SquareFirst => vec![
+                node("Mul", &[x, x], &t("x2")),
+                node("Mul", &[&t("x2"), x], &t("x3")),
+            ],
+            Cube::SquareLast => vec![
+                node("Mul", &[x, x], &t("x2")),
+                node("Mul", &[x, &t("x2")], &t("x3")),
+            ],
+        };
+        nodes.extend([
+            node("Mul", &[cubic, &t("x3")], &t("c")),
+            node("Add", &[x, &t("c")], &t("s")),
+            node("Mul", &[&t("s"), "sqrt_2_pi"], &t("i")),
+            node("Tanh", &[&t("i")], &t("th")),
+            node("Add", &[&t("th"), "one"], &t("a")),
+        ]);
+        if halving_last {
+            nodes.push(node("Mul", &[x, &t("a")], &t("m")));
+            nodes.push(node("Mul", &["half", &t("m")], out));
+        } else {
+            nodes.push(node("Mul", &[x, "half"], &t("h")));
+            nodes.push(node("Mul", &[&t("a"), &t("h")], out));
+        }
+        nodes
+    }
+
+    #[test]
+    fn every_spelling_of_the_tanh_form_becomes_one_fast_gelu() {
+        let spellings = [
+            (Cube::Pow, true),
+            (Cube::SquareFirst, false),
+            (Cube::SquareLast, true),
+        ];
+        let mut nodes = Vec::new();
+        let mut x = "x".to_owned();
+        for (k, (cube, halving_last)) in spellings.into_iter().enumerate() {
+            let y = if k == 2 {
+                "y".to_owned()
+            } else {
+                format!("g{k}")
+            };
+            nodes.extend(tanh_gelu(
+                &x,
+                &y,
+                &k.to_string(),
+                cube,
+                "cubic",
+                halving_last,
+            ));
+            x = y;
+        }
+        let mut m = model(nodes, &["y"]);
+        assert_eq!(fuse(&mut m), 3);
+        let g = m.graph.as_ref().unwrap();
+        let ops: Vec<(String, Vec<String>)> = g
+            .node
+            .iter()
+            .map(|n| {
+                assert!(is_gelu(n), "{n:?}");
+                (n.op_type().to_owned(), n.input.clone())
+            })
+            .collect();
+        let fast = |x: &str| (FAST_GELU.to_owned(), vec![x.to_owned()]);
+        assert_eq!(ops, [fast("x"), fast("g0"), fast("g1")]);
+        assert!(g.initializer.is_empty(), "constants pruned");
+    }
+
+    #[test]
+    fn the_fused_fast_gelu_computes_what_the_tanh_form_did_in_onnx_runtime() {
+        for cube in [Cube::Pow, Cube::SquareFirst] {
+            let original = model(tanh_gelu("x", "y", "", cube, "cubic", false), &["y"]);
+            let mut fused = original.clone();
+            assert_eq!(fuse(&mut fused), 1);
+            let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[3, 8]), |i| {
+                (i[0] * 8 + i[1]) as f32 * 0.25 - 3.0
+            });
+            let worst = max_difference_y(&original, &fused, &x);
+            assert!(worst < 1e-5, "max |difference| {worst}");
+        }
+    }
+
+    #[test]
+    fn tanh_near_misses_stay_as_written() {
+        // A cubic coefficient rounded to 0.0447: another function.
+        let mut m = model(
+            tanh_gelu("x", "y", "", Cube::Pow, "cubic_bert", true),
+            &["y"],
+        );
+        assert_eq!(fuse(&mut m), 0);
+        // x · x² where the square is also read elsewhere.
+        let mut m = model(
+            tanh_gelu("x", "y", "", Cube::SquareFirst, "cubic", true),
+            &["y", "x2"],
+        );
+        assert_eq!(fuse(&mut m), 0);
+        // The cube of another tensor.
+        let mut nodes = tanh_gelu("x", "y", "", Cube::Pow, "cubic", true);
+        nodes.insert(0, node("Relu", &["x"], "r"));
+        nodes[1].input[0] = "r".into();
+        let mut m = model(nodes, &["y"]);
         assert_eq!(fuse(&mut m), 0);
     }
 }

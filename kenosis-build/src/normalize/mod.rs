@@ -79,7 +79,8 @@ pub struct NormalizeSummary {
     /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
     #[serde(default)]
     pub silus_fused: usize,
-    /// GELUs (`x · ½ · (1 + erf(x/√2))`) fused into `com.microsoft` `Gelu` (see [`gelu`]).
+    /// GELUs written out fused into `com.microsoft` `Gelu` (`x · ½ · (1 + erf(x/√2))`) or
+    /// `FastGelu` (the tanh approximation), see [`gelu`].
     #[serde(default)]
     pub gelus_fused: usize,
     /// HardSwishes written out in elementary ops fused into `HardSwish` (see [`hardswish`]).

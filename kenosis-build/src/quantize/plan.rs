@@ -39,14 +39,16 @@ pub enum OpRule {
 }
 
 /// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
-/// `com.microsoft` `FastGelu`) other than the `QuickGelu` and `Gelu` normalization writes:
+/// `com.microsoft` `BiasSoftmax`) other than the `QuickGelu`, `Gelu` and `FastGelu`
+/// normalization writes:
 /// their semantics are not ours to assume, so they stay FP32.
 pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
 
-/// Reason given for ONNX Runtime's `Gelu` (written by [`crate::normalize::gelu`] or found in
-/// the model): its contrib op has no integer kernel.
+/// Reason given for ONNX Runtime's `Gelu` and `FastGelu` (written by
+/// [`crate::normalize::gelu`] or found in the model): these contrib ops have no integer
+/// kernel.
 pub const GELU_REASON: &str =
-    "GELU as ONNX Runtime's Gelu: float between one DequantizeLinear and one QuantizeLinear";
+    "GELU as ONNX Runtime's Gelu or FastGelu: float between one DequantizeLinear and one QuantizeLinear";
 
 /// Reason given for the `QuickGelu` nodes normalization wrote for SiLUs
 /// (see [`crate::normalize::silu`]).
