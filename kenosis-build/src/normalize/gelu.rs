@@ -62,7 +62,7 @@ impl Matcher<'_> {
         if !is(node, "Mul") {
             return None;
         }
-        // `(x · (1 + erf)) · ½`: the halving last.
+        // `(x · (1 + gate)) · ½`: the halving last.
         for (product, half) in [(a, b), (b, a)] {
             if !self.scalar(half).is_some_and(|v| close(v, 0.5)) {
                 continue;
@@ -82,20 +82,10 @@ impl Matcher<'_> {
             }
             return None;
         }
-        // `(x · ½) · (1 + erf)`: the halving first.
+        // `(x · ½) · (1 + gate)`: the halving first.
         for (halved, gate) in [(a, b), (b, a)] {
-            let Some(half_idx) = self.inner(halved) else {
+            let Some((half_idx, x)) = self.product_with(halved, 0.5) else {
                 continue;
-            };
-            let half = &self.graph.node[half_idx];
-            let [p, q] = half.input.as_slice() else {
-                continue;
-            };
-            let halves = |c: &str| self.scalar(c).is_some_and(|v| close(v, 0.5));
-            let x = match (is(half, "Mul"), halves(q), halves(p)) {
-                (true, true, _) => p,
-                (true, false, true) => q,
-                _ => continue,
             };
             if let Some((op, rest)) = self.one_plus_gate(gate, x) {
                 return Some(found(op, tail, x, [vec![half_idx], rest].concat()));
