@@ -559,20 +559,28 @@ fn with_written_out_layer_norms(model: &[u8]) -> Vec<u8> {
     m.encode_to_vec()
 }
 
-#[test]
-fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() {
-    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
-        return;
-    };
+/// MiniLM rewritten by `rewrite` and quantized with default options: the rewritten FP32
+/// model, its INT8 build, and the embedding cosine of the shipped model's own INT8 build (to
+/// compare with). `None` when MiniLM was not fetched.
+fn minilm_rewritten(rewrite: impl Fn(&[u8]) -> Vec<u8>) -> Option<(Vec<u8>, Quantized, f64)> {
+    let path = fetched("paraphrase-MiniLM-L3-v2.onnx")?;
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
-    let written = with_written_out_layer_norms(&fp32);
-    let qw = quantize(
+    let rewritten = rewrite(&fp32);
+    let qr = quantize(
         &path,
-        &written,
+        &rewritten,
         &Calibration::Synthetic,
         &QuantizeOptions::default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    Some((rewritten, qr, minilm_embedding_cosine(&fp32, &q.bytes)))
+}
+
+#[test]
+fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() {
+    let Some((written, qw, original)) = minilm_rewritten(with_written_out_layer_norms) else {
+        return;
+    };
     assert_eq!(qw.report.normalize.layernorms_fused, 7);
 
     // ONNX Runtime runs them as its LayerNormalization kernel, nothing written out is left.
@@ -582,7 +590,6 @@ fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() 
 
     // Quantized as written, the normalized values, their products with γ and the sums with
     // β were each rounded to uint8: cosine 0.9916 against 0.9963.
-    let original = minilm_embedding_cosine(&fp32, &q.bytes);
     let fused = minilm_embedding_cosine(&written, &qw.bytes);
     eprintln!("MiniLM embeddings: {fused:.4} written out and fused, {original:.4} as shipped");
     assert!(fused >= original - 0.001, "{fused:.4} vs {original:.4}");
@@ -665,18 +672,9 @@ fn with_tanh_gelus(model: &[u8]) -> Vec<u8> {
 
 #[test]
 fn minilm_with_tanh_gelus_runs_them_as_fast_gelu() {
-    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
+    let Some((tanh, qt, original)) = minilm_rewritten(with_tanh_gelus) else {
         return;
     };
-    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
-    let tanh = with_tanh_gelus(&fp32);
-    let qt = quantize(
-        &path,
-        &tanh,
-        &Calibration::Synthetic,
-        &QuantizeOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(qt.report.normalize.gelus_fused, 3);
 
     // ONNX Runtime runs them as its FastGelu kernel: no Tanh, no cube left.
@@ -685,7 +683,6 @@ fn minilm_with_tanh_gelus_runs_them_as_fast_gelu() {
     assert_eq!((count("FastGelu"), count("Tanh")), (3, 0), "{ops:?}");
 
     // Against its own FP32 model, as close as the shipped model is to its own.
-    let original = minilm_embedding_cosine(&fp32, &q.bytes);
     let fused = minilm_embedding_cosine(&tanh, &qt.bytes);
     eprintln!("MiniLM embeddings: {fused:.4} with tanh GELUs fused, {original:.4} as shipped");
     assert!(fused >= original - 0.001, "{fused:.4} vs {original:.4}");
