@@ -13,7 +13,7 @@
 //! GELUs stays FP32 anyway, see the plan's outlier rule): sentence-embedding cosine 0.9963 →
 //! 0.9966, 0.83 → 0.79 ms on 19 tokens (1 thread).
 
-use super::pattern::{close, fuse_written_out, is, Found, Matcher};
+use super::pattern::{fuse_written_out, is, other_operand, Found, Matcher};
 use super::silu::{import_ort_domain, ORT_DOMAIN};
 use crate::onnx::{ModelProto, NodeProto};
 
@@ -63,10 +63,7 @@ impl Matcher<'_> {
             return None;
         }
         // `(x · (1 + gate)) · ½`: the halving last.
-        for (product, half) in [(a, b), (b, a)] {
-            if !self.scalar(half).is_some_and(|v| close(v, 0.5)) {
-                continue;
-            }
+        if let Some((product, _)) = other_operand(node, "Mul", |c| self.scalar_close(c, 0.5)) {
             let mul_idx = self.inner(product)?;
             let mul = &self.graph.node[mul_idx];
             let [p, q] = mul.input.as_slice() else {
@@ -98,19 +95,9 @@ impl Matcher<'_> {
     /// the pattern: the fused op's type and the indices of the gate's nodes.
     fn one_plus_gate(&self, t: &str, x: &str) -> Option<(&'static str, Vec<usize>)> {
         let add_idx = self.inner(t)?;
-        let add = &self.graph.node[add_idx];
-        let [p, q] = add.input.as_slice() else {
-            return None;
-        };
-        if !is(add, "Add") {
-            return None;
-        }
-        let one = |c: &str| self.scalar(c) == Some(1.0);
-        let g = match (one(q), one(p)) {
-            (true, _) => p,
-            (false, true) => q,
-            _ => return None,
-        };
+        let (g, _) = other_operand(&self.graph.node[add_idx], "Add", |c| {
+            self.scalar(c) == Some(1.0)
+        })?;
         let gate_idx = self.inner(g)?;
         let gate = &self.graph.node[gate_idx];
         let argument = gate.input.first()?;
@@ -131,7 +118,7 @@ impl Matcher<'_> {
         let [p, q] = scale.input.as_slice() else {
             return None;
         };
-        let by = |c: &str, v: f32| self.scalar(c).is_some_and(|s| close(s, v));
+        let by = |c: &str, v: f32| self.scalar_close(c, v);
         let scales_x = (is(scale, "Div") && p == x && by(q, std::f32::consts::SQRT_2))
             || (is(scale, "Mul")
                 && ((p == x && by(q, std::f32::consts::FRAC_1_SQRT_2))
@@ -161,16 +148,10 @@ impl Matcher<'_> {
     /// the pattern: its index and `u`.
     fn product_with(&self, t: &str, value: f32) -> Option<(usize, &str)> {
         let idx = self.inner(t)?;
-        let node = &self.graph.node[idx];
-        let [p, q] = node.input.as_slice() else {
-            return None;
-        };
-        let is_value = |c: &str| self.scalar(c).is_some_and(|s| close(s, value));
-        match (is(node, "Mul"), is_value(q), is_value(p)) {
-            (true, true, _) => Some((idx, p)),
-            (true, false, true) => Some((idx, q)),
-            _ => None,
-        }
+        let (u, _) = other_operand(&self.graph.node[idx], "Mul", |c| {
+            self.scalar_close(c, value)
+        })?;
+        Some((idx, u))
     }
 
     /// If `t` is `x³` (`Pow(x, 3)`, `Mul(Mul(x, x), x)` or `Mul(x, Mul(x, x))`), owned by the
@@ -214,7 +195,6 @@ fn found(op: &str, tail: usize, x: &str, inner: Vec<usize>) -> Found {
 mod tests {
     use super::*;
     use crate::normalize::test_graph::{self, max_difference_y, node};
-    use crate::onnx::tensor;
 
     /// A model over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
@@ -229,11 +209,7 @@ mod tests {
             ("three", 3.0),
             ("cubic_bert", 0.0447),
         ];
-        let initializer = scalars
-            .iter()
-            .map(|(n, v)| tensor::from_f32(n, &[], &[*v]))
-            .collect();
-        test_graph::model(nodes, outputs, initializer)
+        test_graph::model(nodes, outputs, test_graph::scalars(&scalars))
     }
 
     /// `x · ½ · (1 + erf(x / scale))` into `out`, nodes suffixed `k`, halving last or first.

@@ -16,7 +16,7 @@
 //! unless a BatchNormalization writes training outputs, whose meaning did change; then
 //! nothing is fused.
 
-use super::pattern::{close, fuse_written_out, is, Found, Matcher};
+use super::pattern::{close, fuse_written_out, is, other_operand, Found, Matcher};
 use crate::onnx::{self, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `HardSwish`.
@@ -132,17 +132,7 @@ impl Matcher<'_> {
         if is(node, "Div") {
             return (self.scalar(b) == Some(6.0)).then_some(a);
         }
-        if !is(node, "Mul") {
-            return None;
-        }
-        let sixth = |c: &str| self.scalar(c).is_some_and(|v| close(v, 1.0 / 6.0));
-        if sixth(b) {
-            Some(a)
-        } else if sixth(a) {
-            Some(b)
-        } else {
-            None
-        }
+        other_operand(node, "Mul", |c| self.scalar_close(c, 1.0 / 6.0)).map(|(t, _)| t)
     }
 }
 
@@ -150,7 +140,7 @@ impl Matcher<'_> {
 mod tests {
     use super::*;
     use crate::normalize::test_graph::{self, node};
-    use crate::onnx::{attr, tensor};
+    use crate::onnx::attr;
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
@@ -161,11 +151,7 @@ mod tests {
             ("sixth", 1.0 / 6.0),
             ("two", 2.0),
         ];
-        let initializer = scalars
-            .iter()
-            .map(|(n, v)| tensor::from_f32(n, &[], &[*v]))
-            .collect();
-        test_graph::model(nodes, outputs, initializer)
+        test_graph::model(nodes, outputs, test_graph::scalars(&scalars))
     }
 
     fn ops(m: &ModelProto) -> Vec<(String, Vec<String>, Vec<String>)> {

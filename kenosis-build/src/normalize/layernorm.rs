@@ -20,7 +20,7 @@
 
 use std::collections::HashSet;
 
-use super::pattern::{fuse_written_out, is, Found, Matcher};
+use super::pattern::{fuse_written_out, is, other_operand, Found, Matcher};
 use crate::onnx::{attr, dtype, tensor, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `LayerNormalization`.
@@ -132,23 +132,10 @@ impl Matcher<'_> {
 
     /// If `node` is `op(t, c)` or `op(c, t)` with `c` a float initializer: `(t, c)`.
     fn with_constant<'n>(&self, node: &'n NodeProto, op: &str) -> Option<(&'n String, &'n String)> {
-        let [a, b] = node.input.as_slice() else {
-            return None;
-        };
-        if !is(node, op) {
-            return None;
-        }
-        let float_constant = |c: &str| {
+        other_operand(node, op, |c| {
             self.constant(c)
                 .is_some_and(|t| t.data_type() == dtype::FLOAT)
-        };
-        if float_constant(b) {
-            Some((a, b))
-        } else if float_constant(a) {
-            Some((b, a))
-        } else {
-            None
-        }
+        })
     }
 
     /// If node `i` is a ReduceMean over the last axis only, keeping dims: its input.

@@ -38,6 +38,33 @@ impl Matcher<'_> {
             _ => None,
         }
     }
+
+    /// Whether `name` is a single-element float initializer [`close`] to `value`.
+    pub fn scalar_close(&self, name: &str, value: f32) -> bool {
+        self.scalar(name).is_some_and(|v| close(v, value))
+    }
+}
+
+/// If `node` is the default-domain binary op `op` and one operand passes `known` (the second
+/// operand is tried first): `(the other operand, the known one)`.
+pub(super) fn other_operand<'n>(
+    node: &'n NodeProto,
+    op: &str,
+    known: impl Fn(&str) -> bool,
+) -> Option<(&'n String, &'n String)> {
+    let [a, b] = node.input.as_slice() else {
+        return None;
+    };
+    if !is(node, op) {
+        return None;
+    }
+    if known(b) {
+        Some((a, b))
+    } else if known(a) {
+        Some((b, a))
+    } else {
+        None
+    }
 }
 
 /// Equal up to the f32 rounding of a decimal constant (1/6 is written 0.16666667 or

@@ -40,6 +40,14 @@ pub fn model(nodes: Vec<NodeProto>, outputs: &[&str], initializer: Vec<TensorPro
     }
 }
 
+/// Single-value float initializers, one per `(name, value)`.
+pub fn scalars(values: &[(&str, f32)]) -> Vec<TensorProto> {
+    values
+        .iter()
+        .map(|(n, v)| crate::onnx::tensor::from_f32(n, &[], &[*v]))
+        .collect()
+}
+
 /// Output `y` of `model` on input `x`, run in ONNX Runtime without graph optimizations.
 pub fn run_y(model: &ModelProto, x: &ndarray::ArrayD<f32>) -> Vec<f32> {
     use crate::calibrate::data::SampleValue;
