@@ -13,7 +13,7 @@
 //! GELUs stays FP32 anyway, see the plan's outlier rule): sentence-embedding cosine 0.9963 →
 //! 0.9966, 0.83 → 0.79 ms on 19 tokens (1 thread).
 
-use super::pattern::{fuse_written_out, is, other_operand, Found, Matcher};
+use super::pattern::{fuse_written_out, is, operands, other_operand, Found, Matcher};
 use super::silu::{import_ort_domain, ORT_DOMAIN};
 use crate::onnx::{ModelProto, NodeProto};
 
@@ -56,22 +56,11 @@ impl Matcher<'_> {
     /// If node `tail` ends a written-out GELU: what replaces it.
     fn gelu(&self, tail: usize) -> Option<Found> {
         let node = &self.graph.node[tail];
-        let [a, b] = node.input.as_slice() else {
-            return None;
-        };
-        if !is(node, "Mul") {
-            return None;
-        }
+        let (a, b) = operands(node, "Mul")?;
         // `(x · (1 + gate)) · ½`: the halving last.
         if let Some((product, _)) = other_operand(node, "Mul", |c| self.scalar_close(c, 0.5)) {
             let mul_idx = self.inner(product)?;
-            let mul = &self.graph.node[mul_idx];
-            let [p, q] = mul.input.as_slice() else {
-                return None;
-            };
-            if !is(mul, "Mul") {
-                return None;
-            }
+            let (p, q) = operands(&self.graph.node[mul_idx], "Mul")?;
             for (x, gate) in [(p, q), (q, p)] {
                 if let Some((op, rest)) = self.one_plus_gate(gate, x) {
                     return Some(found(op, tail, x, [vec![mul_idx], rest].concat()));

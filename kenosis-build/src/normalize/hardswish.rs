@@ -16,7 +16,7 @@
 //! unless a BatchNormalization writes training outputs, whose meaning did change; then
 //! nothing is fused.
 
-use super::pattern::{close, fuse_written_out, is, other_operand, Found, Matcher};
+use super::pattern::{close, fuse_written_out, is, operands, other_operand, Found, Matcher};
 use crate::onnx::{self, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `HardSwish`.
@@ -73,13 +73,7 @@ impl Matcher<'_> {
         // `(x · relu6(x + 3)) / 6`.
         let product = self.divided_by_six(node)?;
         let mul_idx = self.inner(product)?;
-        let mul = &self.graph.node[mul_idx];
-        if !is(mul, "Mul") {
-            return None;
-        }
-        let [a, b] = mul.input.as_slice() else {
-            return None;
-        };
+        let (a, b) = operands(&self.graph.node[mul_idx], "Mul")?;
         [(a, b), (b, a)].into_iter().find_map(|(x, r)| {
             let r_idx = self.inner(r)?;
             let rest = self.relu6_of_x_plus_3(r_idx, x)?;

@@ -20,7 +20,7 @@
 
 use std::collections::HashSet;
 
-use super::pattern::{fuse_written_out, is, other_operand, Found, Matcher};
+use super::pattern::{fuse_written_out, is, operands, other_operand, Found, Matcher};
 use crate::onnx::{attr, dtype, tensor, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `LayerNormalization`.
@@ -50,13 +50,7 @@ impl Matcher<'_> {
         };
         let (normalized, gamma) = self.with_constant(&self.graph.node[mul_idx], "Mul")?;
         let div_idx = self.inner(normalized)?;
-        let div = &self.graph.node[div_idx];
-        let [d, std] = div.input.as_slice() else {
-            return None;
-        };
-        if !is(div, "Div") {
-            return None;
-        }
+        let (d, std) = operands(&self.graph.node[div_idx], "Div")?;
         let sqrt_idx = self.inner(std)?;
         let sqrt = &self.graph.node[sqrt_idx];
         let add_eps_idx = self
@@ -82,11 +76,8 @@ impl Matcher<'_> {
         {
             return None;
         }
-        let sub = &self.graph.node[sub_idx];
-        let [x, mean] = sub.input.as_slice() else {
-            return None;
-        };
-        let mean_idx = self.inner(mean).filter(|_| is(sub, "Sub"))?;
+        let (x, mean) = operands(&self.graph.node[sub_idx], "Sub")?;
+        let mean_idx = self.inner(mean)?;
         if self.last_axis_mean(mean_idx)? != x {
             return None;
         }

@@ -45,6 +45,14 @@ impl Matcher<'_> {
     }
 }
 
+/// If `node` is the default-domain binary op `op`: its two operands.
+pub(super) fn operands<'n>(node: &'n NodeProto, op: &str) -> Option<(&'n String, &'n String)> {
+    match node.input.as_slice() {
+        [a, b] if is(node, op) => Some((a, b)),
+        _ => None,
+    }
+}
+
 /// If `node` is the default-domain binary op `op` and one operand passes `known` (the second
 /// operand is tried first): `(the other operand, the known one)`.
 pub(super) fn other_operand<'n>(
@@ -52,12 +60,7 @@ pub(super) fn other_operand<'n>(
     op: &str,
     known: impl Fn(&str) -> bool,
 ) -> Option<(&'n String, &'n String)> {
-    let [a, b] = node.input.as_slice() else {
-        return None;
-    };
-    if !is(node, op) {
-        return None;
-    }
+    let (a, b) = operands(node, op)?;
     if known(b) {
         Some((a, b))
     } else if known(a) {
