@@ -2,9 +2,9 @@
 //! weights as initializers (layout ops on them evaluated), inference-only ops removed,
 //! zero Pads, per-channel Mul/Add and BatchNormalization folded into convolutions, channel
 //! shuffles written as a Gather, Splits with constant sizes written as Slices, SiLUs and
-//! GELUs fused into ONNX Runtime's `QuickGelu` and `Gelu`, spelled-out HardSwishes and layer
-//! normalizations fused into `HardSwish` and `LayerNormalization`, default-domain opset
-//! >= 13, nodes in topological order.
+//! GELUs fused into ONNX Runtime's `QuickGelu`, `Gelu` and `FastGelu`, spelled-out
+//! HardSwishes and layer normalizations fused into `HardSwish` and `LayerNormalization`,
+//! default-domain opset >= 13, nodes in topological order.
 
 mod affine;
 mod batchnorm;
@@ -140,13 +140,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     if opset < TARGET_OPSET {
         let mut names = NameGen::new(graph);
         opset::upgrade(graph, opset, &mut names)?;
-        for o in model
-            .opset_import
-            .iter_mut()
-            .filter(|o| onnx::is_default_domain(o.domain()))
-        {
-            o.version = Some(TARGET_OPSET);
-        }
+        opset::set_default_opset(model, TARGET_OPSET);
         model.ir_version = Some(model.ir_version().max(IR_FOR_OPSET_13));
         summary.opset_after = TARGET_OPSET;
     }

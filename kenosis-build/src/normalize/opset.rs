@@ -110,12 +110,17 @@ pub fn raise(model: &mut ModelProto, to: i64) {
             pin_roi_align_mode(g);
         }
     }
+    set_default_opset(model, to);
+}
+
+/// Sets the version of `model`'s default-domain opset import(s) to `version`.
+pub fn set_default_opset(model: &mut ModelProto, version: i64) {
     for o in model
         .opset_import
         .iter_mut()
         .filter(|o| crate::onnx::is_default_domain(o.domain()))
     {
-        o.version = Some(to);
+        o.version = Some(version);
     }
 }
 
