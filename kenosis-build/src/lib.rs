@@ -384,7 +384,7 @@ impl Config {
         }
         for name in unmatched_everywhere(&self.keep_float, &unmatched_per_model) {
             cargo::warning(&format!(
-                "kenosis: keep_float(\"{name}\") names no node of any model; it is a node name of the model file, and nodes normalization folds or fuses away (BatchNormalization, Dropout, a Pad, a Split, the parts of a SiLU, HardSwish or layer normalization) cannot be kept"
+                "kenosis: keep_float(\"{name}\") names no node of any model; it is a node name of the model file, and nodes normalization folds or fuses away (BatchNormalization, Dropout, a Pad, a Split, the parts of a SiLU, GELU, HardSwish or layer normalization) cannot be kept"
             ));
         }
         manifest

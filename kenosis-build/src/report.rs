@@ -29,7 +29,7 @@ pub struct Report {
     pub nodes_fp32: Vec<FloatNode>,
     /// Names given to `keep_float` that match no node of the normalized model: a typo, or a
     /// node normalization folded or fused away (BatchNormalization, Dropout, a Pad, a Split,
-    /// the parts of a SiLU, HardSwish or layer normalization).
+    /// the parts of a SiLU, GELU, HardSwish or layer normalization).
     #[serde(default)]
     pub keep_float_unmatched: Vec<String>,
     /// Relu/Clip nodes folded into their producer's quantized range.
