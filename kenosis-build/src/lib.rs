@@ -256,13 +256,35 @@ impl Config {
     /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model.
     ///
     /// # Errors
-    /// The first [`Error`] met; nothing is written into `OUT_DIR` for the failing model and
-    /// no manifest is written.
+    /// [`Error::Config`] for an option out of bounds (see [`QuantizeOptions::check`]), before
+    /// any model is read; otherwise the first [`Error`] met. Nothing is written into
+    /// `OUT_DIR` for the failing model and no manifest is written.
     pub fn compile(self) -> Result<()> {
-        if let Some([low, high]) = self.synthetic_image_range {
-            kenosis_options::check_image_range(low, high)
-                .map_err(|m| Error::Config(format!("synthetic_image_range {m}")))?;
-        }
+        let target = match &self.target {
+            Some(t) => t.clone(),
+            None => std::env::var("TARGET").unwrap_or_default(),
+        };
+        // Target features are cargo's for its own `TARGET`; an overridden triple has none known.
+        let target_features = match &self.target {
+            Some(_) => String::new(),
+            None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
+        };
+        let options = QuantizeOptions {
+            per_channel: self.per_channel.unwrap_or(true),
+            reduce_range: self
+                .reduce_range
+                .unwrap_or_else(|| reduce_range_default(&target, &target_features)),
+            synthetic_samples: self.synthetic_samples.unwrap_or(16),
+            synthetic_image_range: self.synthetic_image_range,
+            keep_float: self.keep_float.clone(),
+            method: self.method.unwrap_or(QuantizeOptions::default().method),
+            bias_correction: self.bias_correction.unwrap_or(true),
+            gptq_rounding: self
+                .gptq_rounding
+                .unwrap_or(QuantizeOptions::default().gptq_rounding),
+            fidelity_target: self.fidelity_target,
+        };
+        options.check()?;
         let manifest_dir = match &self.manifest_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(cargo::cargo_env("CARGO_MANIFEST_DIR")?),
@@ -270,10 +292,6 @@ impl Config {
         let out_dir = match &self.out_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(cargo::cargo_env("OUT_DIR")?),
-        };
-        let target = match &self.target {
-            Some(t) => t.clone(),
-            None => std::env::var("TARGET").unwrap_or_default(),
         };
         let cache_dir = match (&self.cache_dir, cargo::env("KENOSIS_CACHE_DIR")) {
             (Some(d), _) => d.clone(),
@@ -324,26 +342,6 @@ impl Config {
         let artifacts_dir = out_dir.join("kenosis");
         std::fs::create_dir_all(&artifacts_dir).map_err(|e| Error::io(&artifacts_dir, e))?;
 
-        // Target features are cargo's for its own `TARGET`; an overridden triple has none known.
-        let target_features = match &self.target {
-            Some(_) => String::new(),
-            None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
-        };
-        let options = QuantizeOptions {
-            per_channel: self.per_channel.unwrap_or(true),
-            reduce_range: self
-                .reduce_range
-                .unwrap_or_else(|| reduce_range_default(&target, &target_features)),
-            synthetic_samples: self.synthetic_samples.unwrap_or(16),
-            synthetic_image_range: self.synthetic_image_range,
-            keep_float: self.keep_float.clone(),
-            method: self.method.unwrap_or(QuantizeOptions::default().method),
-            bias_correction: self.bias_correction.unwrap_or(true),
-            gptq_rounding: self
-                .gptq_rounding
-                .unwrap_or(QuantizeOptions::default().gptq_rounding),
-            fidelity_target: self.fidelity_target,
-        };
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
         for model in &models {

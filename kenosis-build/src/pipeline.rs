@@ -65,6 +65,40 @@ impl Default for QuantizeOptions {
     }
 }
 
+impl QuantizeOptions {
+    /// Checks the values no model could make sense of, with the bounds `include_quantized!`
+    /// enforces at its call sites (see [`kenosis_options`]): a percentile in `(0, 100]`,
+    /// `synthetic_samples >= 1`, a finite `synthetic_image_range` with `low < high`, and
+    /// fidelity floors within `[-1, 1]` (cosine) and `[0, 1]` (top-1 agreement).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first bad option and its value.
+    pub fn check(&self) -> Result<()> {
+        fn option(name: &str) -> impl Fn(String) -> Error + '_ {
+            move |m| Error::Config(format!("option `{name}` {m}"))
+        }
+        if let calibrate::Method::Percentile(p) = self.method {
+            kenosis_options::check_percentile(p).map_err(option("method"))?;
+        }
+        kenosis_options::check_synthetic_samples(self.synthetic_samples)
+            .map_err(option("synthetic_samples"))?;
+        if let Some([low, high]) = self.synthetic_image_range {
+            kenosis_options::check_image_range(low, high)
+                .map_err(option("synthetic_image_range"))?;
+        }
+        if let Some(target) = &self.fidelity_target {
+            if let Some(v) = target.min_cosine {
+                kenosis_options::check_min_cosine(v).map_err(option("min_cosine"))?;
+            }
+            if let Some(v) = target.min_top1_agreement {
+                kenosis_options::check_min_top1_agreement(v)
+                    .map_err(option("min_top1_agreement"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where calibration samples come from.
 #[derive(Debug, Clone)]
 pub enum Calibration {
@@ -141,7 +175,8 @@ const PROTOBUF_LIMIT: usize = i32::MAX as usize;
 /// self-contained file.
 ///
 /// # Errors
-/// Any [`Error`]: invalid or unsupported model, bad calibration data, ONNX Runtime failures.
+/// Any [`Error`]: options out of bounds ([`QuantizeOptions::check`]), invalid or unsupported
+/// model, bad calibration data, ONNX Runtime failures.
 pub fn quantize(
     path: &Path,
     model_bytes: &[u8],
@@ -165,6 +200,7 @@ pub fn quantize_decoded(
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
+    options.check()?;
     let started = Instant::now();
     let unsupported = |reason: String| Error::Unsupported {
         path: path.to_owned(),

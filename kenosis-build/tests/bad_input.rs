@@ -275,19 +275,98 @@ fn unusable_cache_folder() {
     assert_mentions(&err, &not_a_dir, &[]);
 }
 
+/// Options out of bounds, each with the message `include_quantized!` gives at a call site;
+/// the builder refuses them before reading any model, and `quantize` (the library entry point
+/// that takes `QuantizeOptions` directly) refuses them too.
 #[test]
-fn an_empty_or_reversed_synthetic_image_range() {
+fn options_out_of_bounds_are_refused_by_every_entry_point() {
+    use kenosis_build::calibrate::Method;
+    use kenosis_build::{Calibration, QuantizeOptions};
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
-    for (low, high) in [(1.0, 0.0), (0.0, 0.0), (f32::NAN, 1.0)] {
-        let err = s.fail(s.config().model("m.onnx").synthetic_image_range(low, high));
+    let cases: Vec<(Config, QuantizeOptions, &str)> = vec![
+        (
+            s.config().synthetic_image_range(1.0, 0.0),
+            QuantizeOptions {
+                synthetic_image_range: Some([1.0, 0.0]),
+                ..Default::default()
+            },
+            "option `synthetic_image_range` needs finite bounds with low < high, got [1, 0]",
+        ),
+        (
+            s.config().synthetic_image_range(0.0, 0.0),
+            QuantizeOptions {
+                synthetic_image_range: Some([0.0, 0.0]),
+                ..Default::default()
+            },
+            "option `synthetic_image_range` needs finite bounds with low < high, got [0, 0]",
+        ),
+        (
+            s.config().synthetic_image_range(f32::NAN, 1.0),
+            QuantizeOptions {
+                synthetic_image_range: Some([f32::NAN, 1.0]),
+                ..Default::default()
+            },
+            "option `synthetic_image_range` needs finite bounds with low < high, got [NaN, 1]",
+        ),
+        (
+            s.config().calibration_method(Method::Percentile(150.0)),
+            QuantizeOptions {
+                method: Method::Percentile(150.0),
+                ..Default::default()
+            },
+            "option `method` percentile must be in (0, 100], got 150",
+        ),
+        (
+            s.config().calibration_method(Method::Percentile(f64::NAN)),
+            QuantizeOptions {
+                method: Method::Percentile(f64::NAN),
+                ..Default::default()
+            },
+            "option `method` percentile must be in (0, 100], got NaN",
+        ),
+        (
+            s.config().synthetic_samples(0),
+            QuantizeOptions {
+                synthetic_samples: 0,
+                ..Default::default()
+            },
+            "option `synthetic_samples` must be at least 1",
+        ),
+        (
+            s.config().min_cosine(1.5),
+            QuantizeOptions {
+                fidelity_target: Some(kenosis_build::fidelity::Target {
+                    min_cosine: Some(1.5),
+                    min_top1_agreement: None,
+                }),
+                ..Default::default()
+            },
+            "option `min_cosine` must be in [-1.0, 1.0], got 1.5",
+        ),
+        (
+            s.config().min_top1_agreement(f64::NAN),
+            QuantizeOptions {
+                fidelity_target: Some(kenosis_build::fidelity::Target {
+                    min_cosine: None,
+                    min_top1_agreement: Some(f64::NAN),
+                }),
+                ..Default::default()
+            },
+            "option `min_top1_agreement` must be in [0.0, 1.0], got NaN",
+        ),
+    ];
+    let model = std::fs::read(TINY).expect("tiny model");
+    for (config, options, message) in cases {
+        let err = s.fail(config.model("m.onnx"));
         assert!(matches!(err, Error::Config(_)), "{err:?}");
-        assert!(
-            err.to_string().contains(&format!(
-                "synthetic_image_range needs finite bounds with low < high, got [{low}, {high}]"
-            )),
-            "{err}"
-        );
+        assert!(err.to_string().contains(message), "{err}");
+        assert!(!s.path("cache").exists(), "refused before any work: {err}");
+
+        let err =
+            kenosis_build::quantize(Path::new(TINY), &model, &Calibration::Synthetic, &options)
+                .expect_err("quantize must refuse the options");
+        assert!(err.to_string().contains(message), "{err}");
     }
 }
 

@@ -129,9 +129,7 @@ impl Method {
                     .trim()
                     .parse()
                     .map_err(|_| format!("`{p}` is not a number in \"percentile(P)\""))?;
-                if !(p > 0.0 && p <= 100.0) {
-                    return Err(format!("percentile must be in (0, 100], got {p}"));
-                }
+                check_percentile(p)?;
                 Method::Percentile(p)
             }
         })
@@ -321,14 +319,12 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
                     Lit::Int(i) => i.base10_parse::<f64>()?,
                     _ => return Err(bad("expects a number")),
                 };
-                let (lo, slot) = if name == "min_cosine" {
-                    (-1.0, &mut options.min_cosine)
+                let (checked, slot) = if name == "min_cosine" {
+                    (check_min_cosine(v), &mut options.min_cosine)
                 } else {
-                    (0.0, &mut options.min_top1_agreement)
+                    (check_min_top1_agreement(v), &mut options.min_top1_agreement)
                 };
-                if !(lo..=1.0).contains(&v) {
-                    return Err(bad(&format!("must be in [{lo:?}, 1.0], got {v}")));
-                }
+                checked.map_err(|m| bad(&m))?;
                 *slot = Some(v);
             }
             "synthetic_samples" => {
@@ -336,9 +332,7 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
                     return Err(bad("expects a positive integer"));
                 };
                 let n: usize = i.base10_parse()?;
-                if n == 0 {
-                    return Err(bad("must be at least 1"));
-                }
+                check_synthetic_samples(n).map_err(|m| bad(&m))?;
                 options.synthetic_samples = Some(n);
             }
             "synthetic_image_range" => {
@@ -374,6 +368,58 @@ fn parse_range(text: &str) -> Result<[f32; 2], String> {
     let range = [number(low)?, number(high)?];
     check_image_range(range[0], range[1])?;
     Ok(range)
+}
+
+// The value checks below are shared with `kenosis_build::QuantizeOptions::check`, so a
+// value the macro rejects is rejected by every other entry point too. Except for the
+// percentile's, each message completes "option `<name>` ...".
+
+/// Checks a `percentile(P)` value: `0 < P <= 100` (percent of the histogram kept).
+///
+/// # Errors
+/// A message naming the bad value (NaN included).
+pub fn check_percentile(p: f64) -> Result<(), String> {
+    if p > 0.0 && p <= 100.0 {
+        Ok(())
+    } else {
+        Err(format!("percentile must be in (0, 100], got {p}"))
+    }
+}
+
+/// Checks a `min_cosine` floor: a cosine similarity, in `[-1, 1]`.
+///
+/// # Errors
+/// A message naming the bad value (NaN included).
+pub fn check_min_cosine(v: f64) -> Result<(), String> {
+    check_closed(v, -1.0)
+}
+
+/// Checks a `min_top1_agreement` floor: a fraction of samples, in `[0, 1]`.
+///
+/// # Errors
+/// A message naming the bad value (NaN included).
+pub fn check_min_top1_agreement(v: f64) -> Result<(), String> {
+    check_closed(v, 0.0)
+}
+
+fn check_closed(v: f64, lo: f64) -> Result<(), String> {
+    if (lo..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("must be in [{lo:?}, 1.0], got {v}"))
+    }
+}
+
+/// Checks a synthetic sample count: at least one sample.
+///
+/// # Errors
+/// A message for zero.
+pub fn check_synthetic_samples(n: usize) -> Result<(), String> {
+    if n == 0 {
+        Err("must be at least 1".into())
+    } else {
+        Ok(())
+    }
 }
 
 /// Checks a synthetic image range: finite bounds with `low < high`. The error message
