@@ -184,279 +184,348 @@ pub struct PlanOptions {
     pub float_tensors: HashMap<String, String>,
 }
 
-/// Decides placement for `graph` (normalized, topologically sorted).
+/// Decides placement for `graph` (normalized, topologically sorted), in the order of the
+/// steps below: each step only drops candidates, so a later one sees what earlier ones kept.
 pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOptions) -> Plan {
-    let index = GraphIndex::new(graph);
-    let is_float = |t: &str| types.get(t) == Some(&dtype::FLOAT);
-    let mut plan = Plan::default();
-    let float = |plan: &mut Plan, node: &NodeProto, reason: &str| {
-        plan.float_nodes.push(FloatNode {
+    let mut planner = Planner {
+        graph,
+        index: GraphIndex::new(graph),
+        options,
+        rules: HashMap::new(),
+        se_pools: HashMap::new(),
+        plan: Plan::default(),
+    };
+    planner.choose_candidates(types);
+    planner.drop_readers_of_unfit_tensors();
+    planner.drop_output_convs();
+    planner.drop_se_branches();
+    planner.drop_unread();
+    planner.place_tensors();
+    planner.report_dropped_without_reason();
+    planner.plan
+}
+
+/// The placement pass's state: the candidates still kept and the plan being filled.
+struct Planner<'a> {
+    graph: &'a GraphProto,
+    index: GraphIndex,
+    options: &'a PlanOptions,
+    /// Node index → rule, for the nodes still to be quantized.
+    rules: HashMap<usize, OpRule>,
+    /// Squeeze-and-excitation GlobalAveragePool → its gating Mul (see [`se_branch`]).
+    se_pools: HashMap<usize, usize>,
+    plan: Plan,
+}
+
+impl Planner<'_> {
+    fn float(&mut self, i: usize, reason: &str) {
+        let node = &self.graph.node[i];
+        self.plan.float_nodes.push(FloatNode {
             name: node.name().into(),
             op_type: node.op_type().into(),
             reason: reason.into(),
-        })
-    };
+        });
+    }
 
-    // 1. Candidates and their rules.
-    let mut rules: HashMap<usize, OpRule> = HashMap::new();
-    for (i, node) in graph.node.iter().enumerate() {
-        let rule = rule_of(node);
-        if options.keep_float.contains(node.name()) {
-            if rule != OpRule::Float {
-                let reason = options
-                    .keep_float_reasons
-                    .get(node.name())
-                    .map_or("kept in FP32 by request", String::as_str);
-                float(&mut plan, node, reason);
-            }
-            continue;
+    /// Drops candidate `i` (if still kept), reporting why.
+    fn drop_candidate(&mut self, i: usize, reason: &str) {
+        if self.rules.remove(&i).is_some() {
+            self.float(i, reason);
         }
-        match rule {
-            OpRule::Float => {
-                if crate::normalize::silu::is_fused_silu(node) {
-                    float(&mut plan, node, FUSED_SILU_REASON);
-                } else if crate::normalize::gelu::is_gelu(node) {
-                    float(&mut plan, node, GELU_REASON);
-                } else if !crate::onnx::is_default_domain(node.domain()) {
-                    let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
-                    float(&mut plan, node, &reason);
-                } else if let Some(reason) = float_reason(node.op_type()) {
-                    float(&mut plan, node, reason);
+    }
+
+    /// Step 1: candidates and their rules; ops that cannot be quantized are reported.
+    fn choose_candidates(&mut self, types: &HashMap<String, i32>) {
+        let graph = self.graph;
+        let is_float = |t: &str| types.get(t) == Some(&dtype::FLOAT);
+        for (i, node) in graph.node.iter().enumerate() {
+            let rule = rule_of(node);
+            if self.options.keep_float.contains(node.name()) {
+                if rule != OpRule::Float {
+                    let reason = self
+                        .options
+                        .keep_float_reasons
+                        .get(node.name())
+                        .map_or("kept in FP32 by request", String::as_str);
+                    self.float(i, reason);
                 }
+                continue;
             }
-            OpRule::Activation => {}
-            OpRule::Weighted { .. } => match weight_plan(graph, &index, i, node, &is_float) {
-                Ok(w) => {
-                    rules.insert(i, rule);
-                    plan.weights.push(w);
+            match rule {
+                OpRule::Float => {
+                    if crate::normalize::silu::is_fused_silu(node) {
+                        self.float(i, FUSED_SILU_REASON);
+                    } else if crate::normalize::gelu::is_gelu(node) {
+                        self.float(i, GELU_REASON);
+                    } else if !crate::onnx::is_default_domain(node.domain()) {
+                        let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
+                        self.float(i, &reason);
+                    } else if let Some(reason) = float_reason(node.op_type()) {
+                        self.float(i, reason);
+                    }
                 }
-                Err(reason) => float(&mut plan, node, &reason),
-            },
-            _ => {
-                let inputs = data_inputs(node, rule);
-                let all_float = inputs.iter().all(|&k| {
-                    node.input
-                        .get(k)
-                        .is_some_and(|t| !t.is_empty() && is_float(t))
-                });
-                if all_float && node.output.first().is_some_and(|o| is_float(o)) {
-                    rules.insert(i, rule);
+                OpRule::Activation => {}
+                OpRule::Weighted { .. } => {
+                    match weight_plan(graph, &self.index, i, node, &is_float) {
+                        Ok(w) => {
+                            self.rules.insert(i, rule);
+                            self.plan.weights.push(w);
+                        }
+                        Err(reason) => self.float(i, &reason),
+                    }
+                }
+                _ => {
+                    let inputs = data_inputs(node, rule);
+                    let all_float = inputs.iter().all(|&k| {
+                        node.input
+                            .get(k)
+                            .is_some_and(|t| !t.is_empty() && is_float(t))
+                    });
+                    if all_float && node.output.first().is_some_and(|o| is_float(o)) {
+                        self.rules.insert(i, rule);
+                    }
                 }
             }
         }
     }
 
-    // 2. The tensor each candidate's Q goes on: after a Relu/Clip that is its only reader.
-    let quantized_output = |i: usize| -> (String, Option<(usize, RangeSource)>) {
-        let out = graph.node[i].output[0].clone();
-        if index.outputs.contains(&out) {
+    /// Step 2: the tensor candidate `i`'s Q goes on: after a Relu/Clip that is its only
+    /// reader, with the node index and range of that activation.
+    fn quantized_output(&self, i: usize) -> (String, Option<(usize, RangeSource)>) {
+        let out = self.graph.node[i].output[0].clone();
+        if self.index.outputs.contains(&out) {
             return (out, None);
         }
-        if let [only] = index.consumers_of(&out) {
-            let act = &graph.node[*only];
-            if let Some(range) = absorbable(graph, &index, act) {
-                if !options.keep_float.contains(act.name()) {
+        if let [only] = self.index.consumers_of(&out) {
+            let act = &self.graph.node[*only];
+            if let Some(range) = absorbable(self.graph, &self.index, act) {
+                if !self.options.keep_float.contains(act.name()) {
                     return (act.output[0].clone(), Some((*only, range)));
                 }
             }
         }
         (out, None)
-    };
-
-    // 2b. Nodes that would quantize a tensor calibration found unfit stay FP32.
-    let mut coarse: Vec<(usize, String)> = rules
-        .iter()
-        .filter_map(|(&i, &rule)| {
-            let node = &graph.node[i];
-            let inputs = data_inputs(node, rule)
-                .into_iter()
-                .filter_map(|k| node.input.get(k));
-            std::iter::once(&quantized_output(i).0)
-                .chain(inputs)
-                .find(|t| options.float_tensors.contains_key(*t))
-                .map(|t| (i, t.clone()))
-        })
-        .collect();
-    coarse.sort_unstable();
-    for (i, t) in coarse {
-        rules.remove(&i);
-        float(&mut plan, &graph.node[i], &options.float_tensors[&t]);
     }
 
-    // 3. A Conv that writes a graph output, directly or through element-wise ops only
-    //    (a text detector's `ConvTranspose → Sigmoid` map), stays FP32. QLinearConv needs a
-    //    quantized output and graph outputs stay float, so its DequantizeLinear inputs would
-    //    not fuse; and its output range is the prediction itself, whose rare decisive tail
-    //    (text pixels) a calibrated range clips: PP-OCRv4 det's map was capped at
-    //    sigmoid(0) = 0.5. Convs that only *lead* to outputs through a mixing op (YOLOX's
-    //    heads before Concat) are quantized: their readers dequantize, and measured on
-    //    YOLOX-Nano that costs no fidelity (cosine 0.9188 vs 0.9186 with the heads in FP32)
-    //    while every Conv fuses.
-    let mut writers: Vec<usize> = rules
-        .iter()
-        .filter(|(&i, r)| {
-            matches!(r, OpRule::Weighted { .. })
-                && matches!(graph.node[i].op_type(), "Conv" | "ConvTranspose")
-                && reaches_output_elementwise(graph, &index, &graph.node[i].output[0])
-        })
-        .map(|(&i, _)| i)
-        .collect();
-    writers.sort_unstable();
-    for i in writers {
-        rules.remove(&i);
-        float(&mut plan, &graph.node[i], OUTPUT_CONV_REASON);
-    }
-
-    // 3b. Squeeze-and-excitation branches stay FP32 (see `se_branch`); their
-    //     GlobalAveragePool stays quantized, with its input's scale, while the gating Mul is.
-    let mut se_pools: HashMap<usize, usize> = HashMap::new();
-    let mut pools: Vec<usize> = rules
-        .keys()
-        .copied()
-        .filter(|&i| graph.node[i].op_type() == "GlobalAveragePool")
-        .collect();
-    pools.sort_unstable();
-    for p in pools {
-        let Some((branch, gate)) = se_branch(graph, &index, p) else {
-            continue;
-        };
-        for b in branch {
-            if rules.remove(&b).is_some() {
-                float(&mut plan, &graph.node[b], SE_BRANCH_REASON);
-            }
+    /// Step 2b: nodes that would quantize a tensor calibration found unfit stay FP32.
+    fn drop_readers_of_unfit_tensors(&mut self) {
+        let mut coarse: Vec<(usize, String)> = self
+            .rules
+            .iter()
+            .filter_map(|(&i, &rule)| {
+                let node = &self.graph.node[i];
+                let inputs = data_inputs(node, rule)
+                    .into_iter()
+                    .filter_map(|k| node.input.get(k));
+                std::iter::once(&self.quantized_output(i).0)
+                    .chain(inputs)
+                    .find(|t| self.options.float_tensors.contains_key(*t))
+                    .map(|t| (i, t.clone()))
+            })
+            .collect();
+        coarse.sort_unstable();
+        for (i, t) in coarse {
+            self.drop_candidate(i, &self.options.float_tensors[&t]);
         }
-        se_pools.insert(p, gate);
     }
 
-    // 4. Drop non-weighted candidates whose output no kept candidate reads: quantizing
-    //    them costs accuracy and buys no integer kernel. Iterate to a fixpoint. This includes
-    //    a classifier's final GlobalAveragePool: measured on SqueezeNet 1.0 (900 held-out
-    //    images), a float pooling of the dequantized 1000x13x13 map instead of
-    //    QLinearGlobalAveragePool raises top-1 agreement from 95.3% to 95.8% (the uint8
-    //    logits' step of 0.26 merges close classes) at a latency cost within noise (1.70 vs
-    //    1.68 ms).
-    //    Likewise a weighted op whose integer kernel gains less than the Q/DQ it needs when
-    //    nothing around it is quantized (see `cheap_alone`).
+    /// Step 3: a Conv that writes a graph output, directly or through element-wise ops only
+    /// (a text detector's `ConvTranspose → Sigmoid` map), stays FP32. QLinearConv needs a
+    /// quantized output and graph outputs stay float, so its DequantizeLinear inputs would
+    /// not fuse; and its output range is the prediction itself, whose rare decisive tail
+    /// (text pixels) a calibrated range clips: PP-OCRv4 det's map was capped at
+    /// sigmoid(0) = 0.5. Convs that only *lead* to outputs through a mixing op (YOLOX's
+    /// heads before Concat) are quantized: their readers dequantize, and measured on
+    /// YOLOX-Nano that costs no fidelity (cosine 0.9188 vs 0.9186 with the heads in FP32)
+    /// while every Conv fuses.
+    fn drop_output_convs(&mut self) {
+        let graph = self.graph;
+        let mut writers: Vec<usize> = self
+            .rules
+            .iter()
+            .filter(|(&i, r)| {
+                matches!(r, OpRule::Weighted { .. })
+                    && matches!(graph.node[i].op_type(), "Conv" | "ConvTranspose")
+                    && reaches_output_elementwise(graph, &self.index, &graph.node[i].output[0])
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        writers.sort_unstable();
+        for i in writers {
+            self.drop_candidate(i, OUTPUT_CONV_REASON);
+        }
+    }
 
-    // Whether `t` is written by a kept node, directly or through kept single-input
-    // pooling/data-movement nodes that exist only to feed it.
-    let quantized_upstream = |rules: &HashMap<usize, OpRule>, t: &str| -> bool {
+    /// Step 3b: squeeze-and-excitation branches stay FP32 (see [`se_branch`]); their
+    /// GlobalAveragePool stays quantized, with its input's scale, while the gating Mul is.
+    fn drop_se_branches(&mut self) {
+        let mut pools: Vec<usize> = self
+            .rules
+            .keys()
+            .copied()
+            .filter(|&i| self.graph.node[i].op_type() == "GlobalAveragePool")
+            .collect();
+        pools.sort_unstable();
+        for p in pools {
+            let Some((branch, gate)) = se_branch(self.graph, &self.index, p) else {
+                continue;
+            };
+            for b in branch {
+                self.drop_candidate(b, SE_BRANCH_REASON);
+            }
+            self.se_pools.insert(p, gate);
+        }
+    }
+
+    /// Whether `t` is written by a kept node, directly or through kept single-input
+    /// pooling/data-movement nodes that exist only to feed it.
+    fn quantized_upstream(&self, t: &str) -> bool {
         let mut t = t.to_string();
         loop {
-            let Some((&k, _)) = rules.iter().find(|(&k, _)| quantized_output(k).0 == t) else {
+            let Some((&k, _)) = self
+                .rules
+                .iter()
+                .find(|(&k, _)| self.quantized_output(k).0 == t)
+            else {
                 return false;
             };
-            let node = &graph.node[k];
-            let kept_readers = index
+            let node = &self.graph.node[k];
+            let kept_readers = self
+                .index
                 .consumers_of(&t)
                 .iter()
-                .filter(|c| rules.contains_key(c))
+                .filter(|c| self.rules.contains_key(c))
                 .count();
             let single_reader = kept_readers <= 1;
-            match rules[&k] {
+            match self.rules[&k] {
                 OpRule::ShareScale | OpRule::QLinear
-                    if single_reader && data_inputs(node, rules[&k]) == [0] =>
+                    if single_reader && data_inputs(node, self.rules[&k]) == [0] =>
                 {
                     t = node.input[0].clone();
                 }
                 _ => return true,
             }
         }
-    };
-    loop {
-        let kept: Vec<usize> = rules.keys().copied().collect();
-        let mut changed = false;
-        for i in kept {
-            let (out, _) = quantized_output(i);
-            let read_by_kept = index.consumers_of(&out).iter().any(|&c| {
-                rules.get(&c).is_some_and(|&r| {
-                    data_inputs(&graph.node[c], r)
-                        .iter()
-                        .any(|&k| graph.node[c].input.get(k) == Some(&out))
-                })
-            });
-            // Weighted ops, and Gathers from a constant table (embeddings), are worth it alone:
-            // the table is stored as uint8, and ORT drops the DQ→Gather→Q pair to gather
-            // codes directly (a Gather reading a dequantized table would dequantize all of
-            // it on every run).
-            let gathers_constant = graph.node[i].op_type() == "Gather"
-                && index.is_initializer(&graph.node[i].input[0])
-                && !index.outputs.contains(&out);
-            if let OpRule::Weighted { .. } = rules[&i] {
-                if let Some(reason) = cheap_alone(graph, &index, i) {
-                    let fed_quantized = quantized_upstream(&rules, &graph.node[i].input[0]);
-                    if !read_by_kept && !fed_quantized {
-                        rules.remove(&i);
-                        changed = true;
-                        float(&mut plan, &graph.node[i], reason);
-                    }
-                }
-                continue;
-            }
-            if gathers_constant || se_pools.get(&i).is_some_and(|m| rules.contains_key(m)) {
-                continue;
-            }
-            if !read_by_kept || index.outputs.contains(&out) {
-                rules.remove(&i);
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
     }
-    plan.weights.retain(|w| rules.contains_key(&w.node));
 
-    // 5. Tensors: every data input and the (post-activation) output of each kept node.
-    let mut order: Vec<usize> = rules.keys().copied().collect();
-    order.sort_unstable();
-    for &i in &order {
-        let node = &graph.node[i];
-        let rule = rules[&i];
-        for k in data_inputs(node, rule) {
-            let t = &node.input[k];
-            let source = if index.is_initializer(t) {
-                RangeSource::Constant
-            } else {
-                RangeSource::Observed
-            };
-            plan.tensors.entry(t.clone()).or_insert(source);
-        }
-        let (out, absorbed) = quantized_output(i);
-        if index.outputs.contains(&out) {
-            continue;
-        }
-        let source = match (rule, absorbed) {
-            (OpRule::ShareScale, _) => RangeSource::SameAs(node.input[0].clone()),
-            // A mean lies within its inputs' range, so the input's parameters never clip it.
-            _ if se_pools.contains_key(&i) => RangeSource::SameAs(node.input[0].clone()),
-            (_, Some((act, range))) => {
-                plan.absorbed.push(act);
-                range
+    /// Step 4: drops non-weighted candidates whose output no kept candidate reads, to a
+    /// fixpoint: quantizing them costs accuracy and buys no integer kernel. This includes a
+    /// classifier's final GlobalAveragePool: measured on SqueezeNet 1.0 (900 held-out
+    /// images), a float pooling of the dequantized 1000x13x13 map instead of
+    /// QLinearGlobalAveragePool raises top-1 agreement from 95.3% to 95.8% (the uint8
+    /// logits' step of 0.26 merges close classes) at a latency cost within noise (1.70 vs
+    /// 1.68 ms). Likewise a weighted op whose integer kernel gains less than the Q/DQ it
+    /// needs when nothing around it is quantized (see [`cheap_alone`]).
+    fn drop_unread(&mut self) {
+        let graph = self.graph;
+        loop {
+            let kept: Vec<usize> = self.rules.keys().copied().collect();
+            let mut changed = false;
+            for i in kept {
+                let (out, _) = self.quantized_output(i);
+                let read_by_kept = self.index.consumers_of(&out).iter().any(|&c| {
+                    self.rules.get(&c).is_some_and(|&r| {
+                        data_inputs(&graph.node[c], r)
+                            .iter()
+                            .any(|&k| graph.node[c].input.get(k) == Some(&out))
+                    })
+                });
+                // Weighted ops, and Gathers from a constant table (embeddings), are worth it
+                // alone: the table is stored as uint8, and ORT drops the DQ→Gather→Q pair to
+                // gather codes directly (a Gather reading a dequantized table would
+                // dequantize all of it on every run).
+                let gathers_constant = graph.node[i].op_type() == "Gather"
+                    && self.index.is_initializer(&graph.node[i].input[0])
+                    && !self.index.outputs.contains(&out);
+                if let OpRule::Weighted { .. } = self.rules[&i] {
+                    if let Some(reason) = cheap_alone(graph, &self.index, i) {
+                        if !read_by_kept && !self.quantized_upstream(&graph.node[i].input[0]) {
+                            self.drop_candidate(i, reason);
+                            changed = true;
+                        }
+                    }
+                    continue;
+                }
+                if gathers_constant
+                    || self
+                        .se_pools
+                        .get(&i)
+                        .is_some_and(|m| self.rules.contains_key(m))
+                {
+                    continue;
+                }
+                if !read_by_kept || self.index.outputs.contains(&out) {
+                    self.rules.remove(&i);
+                    changed = true;
+                }
             }
-            _ => RangeSource::Observed,
-        };
-        // An output wins over an earlier "input" entry: it knows its absorbed Clip range.
-        plan.tensors.insert(out, source);
+            if !changed {
+                break;
+            }
+        }
+        let rules = &self.rules;
+        self.plan.weights.retain(|w| rules.contains_key(&w.node));
     }
-    plan.quantized_nodes = order;
-    // Candidates the steps above dropped without a reason; the others are reported already.
-    let reported: HashSet<String> = plan.float_nodes.iter().map(|f| f.name.clone()).collect();
-    for (i, node) in graph.node.iter().enumerate() {
-        let rule = rule_of(node);
-        if !rules.contains_key(&i)
-            && matches!(rule, OpRule::QLinear | OpRule::ShareScale)
-            && !options.keep_float.contains(node.name())
-            && !reported.contains(node.name())
-        {
-            float(
-                &mut plan,
-                node,
-                "no quantized reader: an integer kernel would gain nothing",
-            );
+
+    /// Step 5: the tensors, every data input and the (post-activation) output of each kept
+    /// node.
+    fn place_tensors(&mut self) {
+        let mut order: Vec<usize> = self.rules.keys().copied().collect();
+        order.sort_unstable();
+        for &i in &order {
+            let node = &self.graph.node[i];
+            let rule = self.rules[&i];
+            for k in data_inputs(node, rule) {
+                let t = &node.input[k];
+                let source = if self.index.is_initializer(t) {
+                    RangeSource::Constant
+                } else {
+                    RangeSource::Observed
+                };
+                self.plan.tensors.entry(t.clone()).or_insert(source);
+            }
+            let (out, absorbed) = self.quantized_output(i);
+            if self.index.outputs.contains(&out) {
+                continue;
+            }
+            let source = match (rule, absorbed) {
+                (OpRule::ShareScale, _) => RangeSource::SameAs(node.input[0].clone()),
+                // A mean lies within its inputs' range, so the input's parameters never clip it.
+                _ if self.se_pools.contains_key(&i) => RangeSource::SameAs(node.input[0].clone()),
+                (_, Some((act, range))) => {
+                    self.plan.absorbed.push(act);
+                    range
+                }
+                _ => RangeSource::Observed,
+            };
+            // An output wins over an earlier "input" entry: it knows its absorbed Clip range.
+            self.plan.tensors.insert(out, source);
+        }
+        self.plan.quantized_nodes = order;
+    }
+
+    /// Reports the candidates the steps above dropped without a reason (step 4's unread
+    /// ones); the others are reported already.
+    fn report_dropped_without_reason(&mut self) {
+        let reported: HashSet<String> = self
+            .plan
+            .float_nodes
+            .iter()
+            .map(|f| f.name.clone())
+            .collect();
+        for (i, node) in self.graph.node.iter().enumerate() {
+            if !self.rules.contains_key(&i)
+                && matches!(rule_of(node), OpRule::QLinear | OpRule::ShareScale)
+                && !self.options.keep_float.contains(node.name())
+                && !reported.contains(node.name())
+            {
+                self.float(
+                    i,
+                    "no quantized reader: an integer kernel would gain nothing",
+                );
+            }
         }
     }
-    plan
 }
 
 /// Why a weighted op whose integer kernel would gain nothing on its own stays FP32, if it
