@@ -232,36 +232,8 @@ pub fn quantize_decoded(
         .then(|| calibrate::runnable::runnable_part(&model, &uncalibratable));
     let calibration_model = runnable.as_ref().unwrap_or(&model);
 
-    let mut synthetic_image_ranges = BTreeMap::new();
-    let data = match calibration {
-        Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, &specs)?,
-        Calibration::Data(d) => d.clone(),
-        Calibration::Synthetic => {
-            let dims = calibrate::shapes::resolve(calibration_model, &specs, path)?;
-            let ranges = match options.synthetic_image_range {
-                Some([low, high]) => vec![ImageRange::Given { low, high }; specs.len()],
-                None => calibrate::image_range::infer(calibration_model, &specs, &dims, path)?,
-            };
-            for ((spec, dims), range) in specs.iter().zip(&dims).zip(&ranges) {
-                if calibrate::data::synthesizes_image(spec, dims) {
-                    synthetic_image_ranges.insert(spec.name.clone(), range.label());
-                }
-            }
-            calibrate::data::synthetic_with_dims(
-                &specs,
-                &dims,
-                &ranges,
-                options.synthetic_samples,
-                path,
-            )?
-        }
-    };
-    if data.samples.is_empty() {
-        return Err(Error::Calibration {
-            path: path.to_owned(),
-            reason: "no calibration samples".into(),
-        });
-    }
+    let (data, synthetic_image_ranges) =
+        calibration_data(calibration, calibration_model, &specs, options, path)?;
 
     let held_out = held_out_count(data.samples.len());
     let calibration_samples = match options.fidelity_target {
@@ -307,32 +279,7 @@ pub fn quantize_decoded(
             (!initializers.contains_key(node.input[0].as_str())).then_some((node, *weight))
         })
         .collect();
-    // Channel moments: means for bias correction, spreads for depthwise inputs (see
-    // `channel_spread`).
-    let moments: Vec<(String, ChannelAxis)> = weighted
-        .iter()
-        .filter(|(n, w)| options.bias_correction || plan::is_depthwise(n, &w.dims))
-        .map(|(n, _)| {
-            let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
-                ChannelAxis::Second
-            } else {
-                ChannelAxis::Last
-            };
-            (n.input[0].clone(), axis)
-        })
-        .collect();
-    let grams: Vec<GramRequest> = weighted
-        .iter()
-        .filter(|_| options.gptq_rounding || options.reduce_range)
-        .filter_map(|(node, weight)| {
-            Some(GramRequest {
-                key: node.output.first()?.clone(),
-                input: node.input[0].clone(),
-                geometry: ConvGeometry::of(node, &weight.dims)?,
-                second_moments: options.gptq_rounding,
-            })
-        })
-        .collect();
+    let (moments, grams) = observation_requests(&weighted, options);
     let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let observations = calibrate::session::observe(
         calibration_model,
@@ -371,30 +318,13 @@ pub fn quantize_decoded(
                 .map(|(min, max)| (name.clone(), Range { min, max }))
         })
         .collect();
-    // Tensors whose calibrated range is set by rare outliers stay FP32 (see
-    // `range::bulk_steps`); measured: 3.0 steps for MiniLM's layer-0 FFN output, against
-    // 22 or more for every other tensor of the shared and fetched models.
-    let mut float_tensors: HashMap<String, String> = ranges
-        .iter()
-        .filter_map(|(name, r)| {
-            let steps =
-                calibrate::range::bulk_steps(&observations.histograms[name], (r.min, r.max))?;
-            (steps < MIN_BULK_STEPS).then(|| {
-                let reason = format!(
-                    "`{name}` is outlier-dominated: 99% of its values span {steps:.1} uint8 steps"
-                );
-                (name.clone(), reason)
-            })
-        })
-        .collect();
-    for (tensor, reason) in crate::quantize::channel_spread::unresolved_depthwise_inputs(
+    let float_tensors = unfit_tensors(
         graph,
         &weighted,
+        &observations.histograms,
         &ranges,
         &channel_spreads,
-    ) {
-        float_tensors.entry(tensor).or_insert(reason);
-    }
+    );
 
     let weight_options = WeightOptions {
         per_channel: options.per_channel,
@@ -459,13 +389,7 @@ pub fn quantize_decoded(
         rewrite: rewrite_summary,
     } = built;
 
-    let mut ops_quantized: BTreeMap<String, usize> = BTreeMap::new();
-    let graph = model.graph.as_ref().expect("normalized");
-    for &i in &plan.quantized_nodes {
-        *ops_quantized
-            .entry(graph.node[i].op_type().to_owned())
-            .or_default() += 1;
-    }
+    let ops_quantized = ops_by_type(model.graph.as_ref().expect("normalized"), &plan);
     let bytes = quantized.encode_to_vec();
     if bytes.len() > PROTOBUF_LIMIT {
         return Err(unsupported(format!(
@@ -497,6 +421,134 @@ pub fn quantize_decoded(
         outputs: graph.output.iter().map(tensor_info).collect(),
     };
     Ok(Quantized { bytes, report })
+}
+
+/// The calibration samples `calibration` names, with the value range of each synthetic image
+/// input (input name → label such as `[0, 255]`, for the report); synthetic samples are shaped
+/// on `calibration_model`, the part of the model ONNX Runtime can run.
+///
+/// # Errors
+/// [`Error::Calibration`] for unreadable or mis-shaped `.npy` files, or no sample at all;
+/// shape resolution and image-range inference errors for synthetic data.
+fn calibration_data(
+    calibration: &Calibration,
+    calibration_model: &ModelProto,
+    specs: &[calibrate::data::InputSpec],
+    options: &QuantizeOptions,
+    path: &Path,
+) -> Result<(CalibrationData, BTreeMap<String, String>)> {
+    let mut synthetic_image_ranges = BTreeMap::new();
+    let data = match calibration {
+        Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, specs)?,
+        Calibration::Data(d) => d.clone(),
+        Calibration::Synthetic => {
+            let dims = calibrate::shapes::resolve(calibration_model, specs, path)?;
+            let ranges = match options.synthetic_image_range {
+                Some([low, high]) => vec![ImageRange::Given { low, high }; specs.len()],
+                None => calibrate::image_range::infer(calibration_model, specs, &dims, path)?,
+            };
+            for ((spec, dims), range) in specs.iter().zip(&dims).zip(&ranges) {
+                if calibrate::data::synthesizes_image(spec, dims) {
+                    synthetic_image_ranges.insert(spec.name.clone(), range.label());
+                }
+            }
+            calibrate::data::synthetic_with_dims(
+                specs,
+                &dims,
+                &ranges,
+                options.synthetic_samples,
+                path,
+            )?
+        }
+    };
+    if data.samples.is_empty() {
+        return Err(Error::Calibration {
+            path: path.to_owned(),
+            reason: "no calibration samples".into(),
+        });
+    }
+    Ok((data, synthetic_image_ranges))
+}
+
+/// What the calibration pass streams besides histograms, for the weighted ops that read a
+/// computed input (`weighted`): per-channel moments of that input (means for bias
+/// correction, spreads for depthwise inputs, see [`crate::quantize::channel_spread`]) and
+/// Conv input patches (their second moments for GPTQ rounding, and kept patches for the
+/// saturation check of reduce-range, see [`crate::quantize::saturation`]).
+fn observation_requests(
+    weighted: &[(&NodeProto, &TensorProto)],
+    options: &QuantizeOptions,
+) -> (Vec<(String, ChannelAxis)>, Vec<GramRequest>) {
+    let moments = weighted
+        .iter()
+        .filter(|(n, w)| options.bias_correction || plan::is_depthwise(n, &w.dims))
+        .map(|(n, _)| {
+            let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
+                ChannelAxis::Second
+            } else {
+                ChannelAxis::Last
+            };
+            (n.input[0].clone(), axis)
+        })
+        .collect();
+    let grams = weighted
+        .iter()
+        .filter(|_| options.gptq_rounding || options.reduce_range)
+        .filter_map(|(node, weight)| {
+            Some(GramRequest {
+                key: node.output.first()?.clone(),
+                input: node.input[0].clone(),
+                geometry: ConvGeometry::of(node, &weight.dims)?,
+                second_moments: options.gptq_rounding,
+            })
+        })
+        .collect();
+    (moments, grams)
+}
+
+/// Activation tensors calibration found unfit for uint8, with the reason for the report:
+/// those whose calibrated range is set by rare outliers (see
+/// [`calibrate::range::bulk_steps`]; measured: 3.0 steps for MiniLM's layer-0 FFN output,
+/// against 22 or more for every other tensor of the shared and fetched models), and
+/// depthwise inputs with unresolved channels (see
+/// [`crate::quantize::channel_spread::unresolved_depthwise_inputs`]).
+fn unfit_tensors(
+    graph: &onnx::GraphProto,
+    weighted: &[(&NodeProto, &TensorProto)],
+    histograms: &HashMap<String, calibrate::stats::Histogram>,
+    ranges: &HashMap<String, Range>,
+    channel_spreads: &HashMap<String, Vec<f64>>,
+) -> HashMap<String, String> {
+    let mut unfit: HashMap<String, String> = ranges
+        .iter()
+        .filter_map(|(name, r)| {
+            let steps = calibrate::range::bulk_steps(&histograms[name], (r.min, r.max))?;
+            (steps < MIN_BULK_STEPS).then(|| {
+                let reason = format!(
+                    "`{name}` is outlier-dominated: 99% of its values span {steps:.1} uint8 steps"
+                );
+                (name.clone(), reason)
+            })
+        })
+        .collect();
+    for (tensor, reason) in crate::quantize::channel_spread::unresolved_depthwise_inputs(
+        graph,
+        weighted,
+        ranges,
+        channel_spreads,
+    ) {
+        unfit.entry(tensor).or_insert(reason);
+    }
+    unfit
+}
+
+/// How many nodes of each op type `plan` quantizes in `graph`.
+fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, usize> {
+    let mut ops: BTreeMap<String, usize> = BTreeMap::new();
+    for &i in &plan.quantized_nodes {
+        *ops.entry(graph.node[i].op_type().to_owned()).or_default() += 1;
+    }
+    ops
 }
 
 /// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic int64
