@@ -419,7 +419,10 @@ impl Planner<'_> {
     fn drop_unread(&mut self) {
         let graph = self.graph;
         loop {
-            let kept: Vec<usize> = self.rules.keys().copied().collect();
+            // In graph order, so that the report lists drops the same way on every run (the
+            // fixpoint itself does not depend on the order: dropping only ever removes readers).
+            let mut kept: Vec<usize> = self.rules.keys().copied().collect();
+            kept.sort_unstable();
             let mut changed = false;
             for i in kept {
                 let (out, _) = self.quantized_output(i);
@@ -988,6 +991,42 @@ mod tests {
         // The pooling that only fed the head goes with it.
         let pool = reason_of(&plan, "MaxPool").expect("MaxPool reported");
         assert!(pool.contains("no quantized reader"), "{pool}");
+    }
+
+    #[test]
+    fn ops_dropped_as_cheap_alone_are_reported_in_graph_order() {
+        // Six 5x5 depthwise Convs, each between float HardSwishes, so each is isolated.
+        let mut nodes = Vec::new();
+        let mut initializer = Vec::new();
+        let mut names = vec!["x".to_owned()];
+        for i in 0..6 {
+            let (input, conv, act) = (
+                names.last().unwrap().clone(),
+                format!("c{i}"),
+                format!("h{i}"),
+            );
+            let mut depthwise = node("Conv", &[&input, &format!("w{i}")], &conv);
+            depthwise.name = Some(format!("dw{i}"));
+            depthwise.attribute.push(attr::make_int("group", 8));
+            nodes.push(depthwise);
+            nodes.push(node("HardSwish", &[&conv], &act));
+            initializer.push(tensor::from_f32(
+                &format!("w{i}"),
+                &[8, 1, 5, 5],
+                &[0.1; 200],
+            ));
+            names.extend([conv, act]);
+        }
+        let graph = GraphProto {
+            node: nodes,
+            initializer,
+            output: vec![float_value(names.last().unwrap())],
+            ..Default::default()
+        };
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let plan = plan(&graph, &float_types(&names), &PlanOptions::default());
+        let dropped: Vec<&str> = plan.float_nodes.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(dropped, ["dw0", "dw1", "dw2", "dw3", "dw4", "dw5"]);
     }
 
     #[test]
