@@ -7,7 +7,7 @@ use super::plan::{Plan, RangeSource, WeightPlan};
 use super::weights;
 use crate::calibrate::gram::PatchGram;
 use crate::graph::{GraphIndex, NameGen};
-use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto};
+use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto, TensorProto};
 
 /// Real-valued range of a tensor, as chosen by calibration.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -220,10 +220,12 @@ pub fn rewrite(
     options: WeightOptions,
 ) -> Result<RewriteSummary, String> {
     let index = GraphIndex::new(graph);
-    let mut names = NameGen::new(graph);
+    let mut edits = Edits {
+        names: NameGen::new(graph),
+        nodes: Vec::new(),
+        initializers: Vec::new(),
+    };
     let mut summary = RewriteSummary::default();
-    let mut new_nodes = Vec::new();
-    let mut new_inits = Vec::new();
 
     // Scale/zero-point initializers, shared by tensors with identical parameters so that ORT
     // sees data-movement ops' Q and DQ as equal.
@@ -233,10 +235,14 @@ pub fn rewrite(
         let (scale_name, zp_name) = by_value
             .entry((p.scale.to_bits(), p.zero_point))
             .or_insert_with(|| {
-                let s = names.fresh(&format!("{name}_scale"));
-                let z = names.fresh(&format!("{name}_zero_point"));
-                new_inits.push(tensor::from_f32(&s, &[], &[p.scale]));
-                new_inits.push(tensor::from_u8(&z, &[], &[p.zero_point]));
+                let s = edits.names.fresh(&format!("{name}_scale"));
+                let z = edits.names.fresh(&format!("{name}_zero_point"));
+                edits
+                    .initializers
+                    .push(tensor::from_f32(&s, &[], &[p.scale]));
+                edits
+                    .initializers
+                    .push(tensor::from_u8(&z, &[], &[p.zero_point]));
                 (s, z)
             })
             .clone();
@@ -312,31 +318,18 @@ pub fn rewrite(
         summary.biases_corrected += usize::from(bias_corrected);
         // Named after the weight, as ORT's quantizer does; a weight shared by several nodes
         // gets numbered copies.
-        let (codes, scale, zp) = (
-            names.fresh(&format!("{w_name}_quantized")),
-            names.fresh(&format!("{w_name}_scale")),
-            names.fresh(&format!("{w_name}_zero_point")),
-        );
         let scale_dims: Vec<i64> = if axis.is_some() {
             vec![q.scales.len() as i64]
         } else {
             vec![]
         };
-        new_inits.push(tensor::from_i8(&codes, &dims, &q.codes));
-        new_inits.push(tensor::from_f32(&scale, &scale_dims, &q.scales));
-        new_inits.push(tensor::from_i8(&zp, &scale_dims, &vec![0; q.scales.len()]));
-        let deq = names.fresh(&format!("{w_name}_dequantized"));
-        let mut dq_attrs = vec![];
-        if let Some(a) = axis {
-            dq_attrs.push(attr::make_int("axis", a as i64));
-        }
-        new_nodes.push(make_node(
-            "DequantizeLinear",
-            names.fresh(&format!("{w_name}_DequantizeLinear")),
-            vec![codes, scale, zp],
-            vec![deq.clone()],
-            dq_attrs.clone(),
-        ));
+        let deq = edits.dequantized_constant(
+            w_name,
+            |codes| tensor::from_i8(codes, &dims, &q.codes),
+            |scale| tensor::from_f32(scale, &scale_dims, &q.scales),
+            |zp| tensor::from_i8(zp, &scale_dims, &vec![0; q.scales.len()]),
+            axis,
+        );
         graph.node[wp.node].input[wp.weight_slot] = deq;
         summary.weights_quantized += 1;
 
@@ -354,27 +347,17 @@ pub fn rewrite(
                 .get(slot)
                 .filter(|b| !b.is_empty())
                 .map_or("bias", |b| b.as_str());
-            let (codes, scale, zp) = (
-                names.fresh(&format!("{bias_name}_quantized")),
-                names.fresh(&format!("{bias_name}_scale")),
-                names.fresh(&format!("{bias_name}_zero_point")),
-            );
             let n = b.len() as i64;
-            new_inits.push(tensor::from_i32(&codes, &[n], &b_codes));
-            new_inits.push(tensor::from_f32(
-                &scale,
-                &[n],
-                &b_scales.iter().map(|&s| s as f32).collect::<Vec<_>>(),
-            ));
-            new_inits.push(tensor::from_i32(&zp, &[n], &vec![0; b.len()]));
-            let deq = names.fresh(&format!("{bias_name}_dequantized"));
-            new_nodes.push(make_node(
-                "DequantizeLinear",
-                names.fresh(&format!("{bias_name}_DequantizeLinear")),
-                vec![codes, scale, zp],
-                vec![deq.clone()],
-                vec![attr::make_int("axis", 0)],
-            ));
+            let deq = edits.dequantized_constant(
+                bias_name,
+                |codes| tensor::from_i32(codes, &[n], &b_codes),
+                |scale| {
+                    let scales: Vec<f32> = b_scales.iter().map(|&s| s as f32).collect();
+                    tensor::from_f32(scale, &[n], &scales)
+                },
+                |zp| tensor::from_i32(zp, &[n], &vec![0; b.len()]),
+                Some(0),
+            );
             let inputs = &mut graph.node[wp.node].input;
             inputs.resize(inputs.len().max(slot + 1), String::new());
             inputs[slot] = deq;
@@ -394,16 +377,10 @@ pub fn rewrite(
             let values = tensor::to_f32(&graph.initializer[k])?;
             let dims = graph.initializer[k].dims.clone();
             let codes: Vec<u8> = values.iter().map(|&v| q.params.quantize(v)).collect();
-            let c = names.fresh(&format!("{name}_quantized"));
-            let deq = names.fresh(&format!("{name}_dequantized"));
-            new_inits.push(tensor::from_u8(&c, &dims, &codes));
-            new_nodes.push(make_node(
-                "DequantizeLinear",
-                names.fresh(&format!("{name}_DequantizeLinear")),
-                vec![c, q.scale_name.clone(), q.zp_name.clone()],
-                vec![deq.clone()],
-                vec![],
-            ));
+            let c = edits.names.fresh(&format!("{name}_quantized"));
+            edits.initializers.push(tensor::from_u8(&c, &dims, &codes));
+            let deq =
+                edits.dequantize(name, vec![c, q.scale_name.clone(), q.zp_name.clone()], None);
             for &i in &plan.quantized_nodes {
                 for inp in graph.node[i].input.iter_mut().filter(|t| *t == name) {
                     *inp = deq.clone();
@@ -411,33 +388,84 @@ pub fn rewrite(
             }
             continue;
         }
-        let quantized = names.fresh(&format!("{name}_QuantizeLinear_Output"));
-        let deq = names.fresh(&format!("{name}_DequantizeLinear_Output"));
+        let quantized = edits.names.fresh(&format!("{name}_QuantizeLinear_Output"));
+        let deq = edits
+            .names
+            .fresh(&format!("{name}_DequantizeLinear_Output"));
         for &c in index.consumers_of(name) {
             for inp in graph.node[c].input.iter_mut().filter(|t| *t == name) {
                 *inp = deq.clone();
             }
         }
-        new_nodes.push(make_node(
+        edits.nodes.push(make_node(
             "QuantizeLinear",
-            names.fresh(&format!("{name}_QuantizeLinear")),
+            edits.names.fresh(&format!("{name}_QuantizeLinear")),
             vec![name.clone(), q.scale_name.clone(), q.zp_name.clone()],
             vec![quantized.clone()],
             vec![],
         ));
-        new_nodes.push(make_node(
+        edits.nodes.push(make_node(
             "DequantizeLinear",
-            names.fresh(&format!("{name}_DequantizeLinear")),
+            edits.names.fresh(&format!("{name}_DequantizeLinear")),
             vec![quantized, q.scale_name.clone(), q.zp_name.clone()],
             vec![deq],
             vec![],
         ));
         summary.activation_qdq += 1;
     }
-    graph.node.extend(new_nodes);
-    graph.initializer.extend(new_inits);
+    graph.node.extend(edits.nodes);
+    graph.initializer.extend(edits.initializers);
     crate::normalize::prune_unused_initializers(graph);
     Ok(summary)
+}
+
+/// The nodes and initializers [`rewrite`] adds, named uniquely in the graph.
+struct Edits {
+    names: NameGen,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+}
+
+impl Edits {
+    /// Adds `{base}_quantized`, `{base}_scale` and `{base}_zero_point` initializers (made by
+    /// the three closures from their names) and a DequantizeLinear reading them along
+    /// `axis`; returns the name of its output.
+    fn dequantized_constant(
+        &mut self,
+        base: &str,
+        codes: impl FnOnce(&str) -> TensorProto,
+        scale: impl FnOnce(&str) -> TensorProto,
+        zero_point: impl FnOnce(&str) -> TensorProto,
+        axis: Option<usize>,
+    ) -> String {
+        let names = [
+            self.names.fresh(&format!("{base}_quantized")),
+            self.names.fresh(&format!("{base}_scale")),
+            self.names.fresh(&format!("{base}_zero_point")),
+        ];
+        self.initializers.push(codes(&names[0]));
+        self.initializers.push(scale(&names[1]));
+        self.initializers.push(zero_point(&names[2]));
+        self.dequantize(base, names.into(), axis)
+    }
+
+    /// Adds a DequantizeLinear `{base}_DequantizeLinear` of `inputs` (codes, scale, zero
+    /// point) along `axis`; returns the name of its output, `{base}_dequantized`.
+    fn dequantize(&mut self, base: &str, inputs: Vec<String>, axis: Option<usize>) -> String {
+        let output = self.names.fresh(&format!("{base}_dequantized"));
+        let attributes = axis
+            .map(|a| attr::make_int("axis", a as i64))
+            .into_iter()
+            .collect();
+        self.nodes.push(make_node(
+            "DequantizeLinear",
+            self.names.fresh(&format!("{base}_DequantizeLinear")),
+            inputs,
+            vec![output.clone()],
+            attributes,
+        ));
+        output
+    }
 }
 
 /// What [`quantize_weighted`] computes for one weighted op, before any graph edit: its
