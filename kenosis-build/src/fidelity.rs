@@ -343,7 +343,61 @@ pub fn meet_target(
 mod tests {
     use super::*;
     use crate::normalize::test_graph::{model, node};
-    use crate::onnx::dtype;
+    use crate::onnx::{dtype, tensor};
+    use crate::quantize::{plan::Plan, rewrite::RewriteSummary};
+    use ndarray::{ArrayD, IxDyn};
+
+    /// When every candidate kept in FP32 still misses the target, the build fails with the
+    /// measured numbers and has tried every candidate. The rewrite cannot help here by
+    /// construction: each build returns the same model, the FP32 one plus an offset.
+    #[test]
+    fn a_target_keeping_ops_fp32_cannot_reach_fails_with_the_measurements() {
+        let fp32 = model(vec![node("Relu", &["x"], "y")], &["y"], vec![]);
+        let offset = model(
+            vec![node("Relu", &["x"], "r"), node("Add", &["r", "c"], "y")],
+            &["y"],
+            vec![tensor::from_f32("c", &[], &[0.5])],
+        );
+        let names = vec!["x".to_owned()];
+        let samples: Vec<Vec<SampleValue>> = (0..10)
+            .map(|s| {
+                let x = ArrayD::from_shape_fn(IxDyn(&[1, 16]), |i| ((i[1] + s) % 7) as f32 - 3.0);
+                vec![SampleValue::F32(x)]
+            })
+            .collect();
+        let path = Path::new("offset.onnx");
+        let evaluator =
+            Evaluator::new(&fp32, &Compared::FirstFloatOutput, &names, &samples, path).unwrap();
+        let built = || Built {
+            model: offset.clone(),
+            plan: Plan::default(),
+            rewrite: RewriteSummary::default(),
+        };
+        let target = Target {
+            min_cosine: Some(0.999),
+            min_top1_agreement: None,
+        };
+        let candidates = ["a".to_owned(), "b".to_owned()];
+        let mut keep = HashSet::new();
+        let outcome = meet_target(
+            &evaluator,
+            built(),
+            Some(target),
+            &candidates,
+            &mut keep,
+            |_| Ok(built()),
+        );
+        let Err(Error::FidelityTarget { path: p, report }) = outcome else {
+            panic!("no op choice can reach the target");
+        };
+        assert_eq!(p, path);
+        assert!(
+            report.contains("not reached on 10 held-out samples")
+                && report.contains("with all 2 quantized ops in FP32"),
+            "{report}"
+        );
+        assert_eq!(keep, HashSet::from(candidates));
+    }
 
     /// `nodes` over float input `x`, with output `y` of element type `y_type`.
     fn graph_with_output(nodes: Vec<crate::onnx::NodeProto>, y_type: i32) -> ModelProto {
