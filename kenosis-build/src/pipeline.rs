@@ -356,6 +356,10 @@ pub fn quantize_decoded(
         let evaluator =
             fidelity::Evaluator::new(&model, &compared, &input_names, eval_samples, path)?;
         let graph = model.graph.as_ref().expect("normalized");
+        // Ops whose quantization adds error of its own: those with an integer kernel, and
+        // Gathers from a constant table, whose table is stored as uint8 (other data-movement
+        // ops only pass codes on).
+        let tables: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
         let candidates: Vec<String> = built
             .plan
             .quantized_nodes
@@ -365,7 +369,7 @@ pub fn quantize_decoded(
                 matches!(
                     plan::rule_of(n),
                     plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
-                )
+                ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
             .map(|n| n.name().to_owned())
             .collect();

@@ -156,3 +156,103 @@ fn the_measured_culprit_is_kept_in_fp32() {
     assert!(tail.reason.contains("output"), "{tail:?}");
     assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
 }
+
+/// int64 `ids` [1, 8] → Gather `embedding` from a 64x32 table → MatMul `projection`
+/// (32→128) → Relu → y. The table's values are about 0.05 but one is 20, so its uint8 step
+/// (about 0.08) rounds most of the table to its zero point: the error is the table's, and
+/// only keeping `embedding` in FP32 removes it.
+fn model_with_an_outlier_embedding() -> Vec<u8> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let mut table: Vec<f32> = (0..64 * 32)
+        .map(|_| rng.random_range(-1.0f32..1.0) * 0.05)
+        .collect();
+    table[0] = 20.0;
+    let projection: Vec<f32> = (0..32 * 128)
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect();
+    let node = |op: &str, name: &str, inputs: &[&str], output: &str| {
+        onnx::make_node(
+            op,
+            name.into(),
+            inputs.iter().map(|&i| i.into()).collect(),
+            vec![output.into()],
+            vec![],
+        )
+    };
+    let graph = onnx::GraphProto {
+        name: Some("embedding".into()),
+        node: vec![
+            node("Gather", "embedding", &["table", "ids"], "e"),
+            node("MatMul", "projection", &["e", "w"], "m"),
+            node("Relu", "relu", &["m"], "y"),
+        ],
+        initializer: vec![
+            tensor::from_f32("table", &[64, 32], &table),
+            tensor::from_f32("w", &[32, 128], &projection),
+        ],
+        input: vec![onnx::tensor_info("ids", onnx::dtype::INT64, Some(&[1, 8]))],
+        output: vec![onnx::tensor_info(
+            "y",
+            onnx::dtype::FLOAT,
+            Some(&[1, 8, 128]),
+        )],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// A Gather from a constant table is a candidate of the search: its table is stored as
+/// uint8, so its error is its own. Synthetic ids stay below the table's 64 rows.
+#[test]
+fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
+    let bytes = model_with_an_outlier_embedding();
+    let path = std::path::Path::new("embedding.onnx");
+    let options = QuantizeOptions {
+        synthetic_samples: 20,
+        ..QuantizeOptions::default()
+    };
+    let plain = quantize(path, &bytes, &Calibration::Synthetic, &options).expect("quantizes");
+    assert_eq!(plain.report.ops_quantized.get("Gather"), Some(&1));
+    let fully = plain
+        .report
+        .fidelity
+        .expect("measured")
+        .measured
+        .mean_cosine;
+    assert!(fully < 0.95, "the table should hurt: cosine {fully}");
+
+    let target = Target {
+        min_cosine: Some(0.99),
+        min_top1_agreement: None,
+    };
+    let q = quantize(
+        path,
+        &bytes,
+        &Calibration::Synthetic,
+        &QuantizeOptions {
+            fidelity_target: Some(target),
+            ..options
+        },
+    )
+    .expect("the target is reachable");
+    let fidelity = q.report.fidelity.as_ref().expect("measured");
+    assert_eq!(fidelity.kept_fp32, ["embedding"], "{fidelity:?}");
+    assert!(fidelity.measured.cosine_lower_bound >= 0.99, "{fidelity:?}");
+    assert_eq!(q.report.ops_quantized.get("Gather"), None);
+    let kept = q
+        .report
+        .nodes_fp32
+        .iter()
+        .find(|n| n.name == "embedding")
+        .expect("reported as FP32");
+    assert!(kept.reason.contains("fidelity target"), "{kept:?}");
+}

@@ -23,6 +23,10 @@ pub struct InputSpec {
     /// The `dim_param` of each dim (`None` for fixed or unnamed dims): symbolic dims with
     /// the same name must get the same concrete size.
     pub dim_names: Vec<Option<String>>,
+    /// For an int64 input that a Gather reads directly as indices into a constant table:
+    /// the fewest rows (along the Gather's axis) of those tables, so that synthetic ids stay
+    /// valid indices. `None` otherwise.
+    pub token_rows: Option<usize>,
 }
 
 /// The real (non-initializer) inputs of `graph`, in declaration order.
@@ -43,9 +47,31 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
                 elem_type,
                 dims,
                 dim_names,
+                token_rows: table_rows(graph, i.name()),
             }
         })
         .collect()
+}
+
+/// The fewest rows of the constant tables Gathers index with `input` (see
+/// [`InputSpec::token_rows`]).
+fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
+    graph
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "Gather" && n.input.get(1).is_some_and(|i| i == input))
+        .filter_map(|n| {
+            let table = graph.initializer.iter().find(|t| t.name() == n.input[0])?;
+            let axis = crate::onnx::attr::int(n, "axis", 0);
+            let axis = if axis < 0 {
+                axis + table.dims.len() as i64
+            } else {
+                axis
+            };
+            let axis = usize::try_from(axis).ok()?;
+            usize::try_from(*table.dims.get(axis)?).ok()
+        })
+        .min()
 }
 
 /// One input value of one calibration sample.
@@ -266,11 +292,15 @@ fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray:
     out
 }
 
+/// Synthetic token ids: past the special tokens and common subwords of a BERT-style vocabulary.
+const TOKEN_IDS: std::ops::Range<i64> = 1000..3000;
+
 /// `count` deterministic synthetic samples with the given concrete `dims` per input (see
 /// [`super::shapes::resolve`]): image-like fields for photograph-sized `[N, 3, H, W]` float
 /// inputs (see `is_image`, `image_like`) in `image_ranges[i]` for input `i` (see
 /// [`super::image_range::infer`]), standard-normal values for other floats; for int64
-/// inputs plausible token data (ids in [1000, 3000), masks of ones, token types of zeros)
+/// inputs plausible token data (ids in [1000, 3000), or below [`InputSpec::token_rows`]
+/// when the table is smaller; masks of ones, token types of zeros)
 /// or, for a scalar sample rate (`sr`, `sample_rate`), 16000. Ranges from synthetic data
 /// only approximate real activations; real samples calibrate far better.
 ///
@@ -324,9 +354,16 @@ pub fn synthetic_with_dims(
                 {
                     SampleValue::I64(ArrayD::from_elem(shape, 16000))
                 }
-                dtype::INT64 => SampleValue::I64(ArrayD::from_shape_simple_fn(shape, || {
-                    rng.random_range(1000..3000)
-                })),
+                // Ids of a table smaller than the usual id range stay within it.
+                dtype::INT64 => {
+                    let ids = match spec.token_rows {
+                        Some(rows) if rows < TOKEN_IDS.end as usize => 0..rows as i64,
+                        _ => TOKEN_IDS,
+                    };
+                    SampleValue::I64(ArrayD::from_shape_simple_fn(shape, || {
+                        rng.random_range(ids.clone())
+                    }))
+                }
                 other => {
                     return Err(Error::Calibration {
                         path: model_path.to_owned(),
@@ -355,6 +392,7 @@ mod tests {
             elem_type: 8,
             dims: vec![Some(1)],
             dim_names: vec![None],
+            token_rows: None,
         };
         let err = synthetic_with_dims(
             &[text],

@@ -282,6 +282,7 @@ mod tests {
             elem_type: crate::onnx::dtype::FLOAT,
             dims: dims.to_vec(),
             dim_names: names.iter().map(|n| n.map(str::to_owned)).collect(),
+            token_rows: None,
         }
     }
 
