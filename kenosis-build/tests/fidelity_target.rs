@@ -1,5 +1,7 @@
 //! The fidelity target keeps the op that causes the error in FP32, found by measurement.
 
+use std::path::Path;
+
 use kenosis_build::fidelity::Target;
 use kenosis_build::onnx::{self, tensor, ModelProto};
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
@@ -78,6 +80,11 @@ fn model_with_a_culprit() -> Vec<u8> {
         )],
         ..Default::default()
     };
+    opset13_model(graph)
+}
+
+/// `graph` as an encoded IR-8, opset-13 model.
+fn opset13_model(graph: onnx::GraphProto) -> Vec<u8> {
     ModelProto {
         ir_version: Some(8),
         opset_import: vec![onnx::OperatorSetIdProto {
@@ -90,17 +97,29 @@ fn model_with_a_culprit() -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// Quantizes `bytes` with 20 synthetic samples and, if given, a `min_cosine` target.
+fn quantize_synthetic(
+    name: &str,
+    bytes: &[u8],
+    min_cosine: Option<f64>,
+) -> kenosis_build::Result<kenosis_build::Quantized> {
+    let options = QuantizeOptions {
+        synthetic_samples: 20,
+        fidelity_target: min_cosine.map(|c| Target {
+            min_cosine: Some(c),
+            min_top1_agreement: None,
+        }),
+        ..QuantizeOptions::default()
+    };
+    quantize(Path::new(name), bytes, &Calibration::Synthetic, &options)
+}
+
 #[test]
 fn the_measured_culprit_is_kept_in_fp32() {
     let bytes = model_with_a_culprit();
-    let path = std::path::Path::new("culprit.onnx");
-    let options = QuantizeOptions {
-        synthetic_samples: 20,
-        ..QuantizeOptions::default()
-    };
 
     // Without a target the damage is visible in the report's own measurement.
-    let plain = quantize(path, &bytes, &Calibration::Synthetic, &options).expect("quantizes");
+    let plain = quantize_synthetic("culprit.onnx", &bytes, None).expect("quantizes");
     let fully = plain
         .report
         .fidelity
@@ -109,20 +128,7 @@ fn the_measured_culprit_is_kept_in_fp32() {
         .mean_cosine;
     assert!(fully < 0.9, "the culprit should hurt: cosine {fully}");
 
-    let target = Target {
-        min_cosine: Some(0.98),
-        min_top1_agreement: None,
-    };
-    let q = quantize(
-        path,
-        &bytes,
-        &Calibration::Synthetic,
-        &QuantizeOptions {
-            fidelity_target: Some(target),
-            ..options.clone()
-        },
-    )
-    .expect("target reachable");
+    let q = quantize_synthetic("culprit.onnx", &bytes, Some(0.98)).expect("target reachable");
     let f = q.report.fidelity.expect("fidelity report");
     assert_eq!(
         f.kept_fp32,
@@ -198,16 +204,7 @@ fn model_with_an_outlier_embedding() -> Vec<u8> {
         )],
         ..Default::default()
     };
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![onnx::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(13),
-        }],
-        graph: Some(graph),
-        ..Default::default()
-    }
-    .encode_to_vec()
+    opset13_model(graph)
 }
 
 /// A Gather from a constant table is a candidate of the search: its table is stored as
@@ -215,12 +212,7 @@ fn model_with_an_outlier_embedding() -> Vec<u8> {
 #[test]
 fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
     let bytes = model_with_an_outlier_embedding();
-    let path = std::path::Path::new("embedding.onnx");
-    let options = QuantizeOptions {
-        synthetic_samples: 20,
-        ..QuantizeOptions::default()
-    };
-    let plain = quantize(path, &bytes, &Calibration::Synthetic, &options).expect("quantizes");
+    let plain = quantize_synthetic("embedding.onnx", &bytes, None).expect("quantizes");
     assert_eq!(plain.report.ops_quantized.get("Gather"), Some(&1));
     let fully = plain
         .report
@@ -230,20 +222,7 @@ fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
         .mean_cosine;
     assert!(fully < 0.95, "the table should hurt: cosine {fully}");
 
-    let target = Target {
-        min_cosine: Some(0.99),
-        min_top1_agreement: None,
-    };
-    let q = quantize(
-        path,
-        &bytes,
-        &Calibration::Synthetic,
-        &QuantizeOptions {
-            fidelity_target: Some(target),
-            ..options
-        },
-    )
-    .expect("the target is reachable");
+    let q = quantize_synthetic("embedding.onnx", &bytes, Some(0.99)).expect("target reachable");
     let fidelity = q.report.fidelity.as_ref().expect("measured");
     assert_eq!(fidelity.kept_fp32, ["embedding"], "{fidelity:?}");
     assert!(fidelity.measured.cosine_lower_bound >= 0.99, "{fidelity:?}");
