@@ -354,10 +354,11 @@ pub fn synthetic_with_dims(
                 {
                     SampleValue::I64(ArrayD::from_elem(shape, 16000))
                 }
-                // Ids of a table smaller than the usual id range stay within it.
+                // Ids of a table smaller than the usual id range stay within it (an empty
+                // table has no valid id: ONNX Runtime then names the Gather).
                 dtype::INT64 => {
                     let ids = match spec.token_rows {
-                        Some(rows) if rows < TOKEN_IDS.end as usize => 0..rows as i64,
+                        Some(rows) if rows > 0 && rows < TOKEN_IDS.end as usize => 0..rows as i64,
                         _ => TOKEN_IDS,
                     };
                     SampleValue::I64(ArrayD::from_shape_simple_fn(shape, || {
@@ -408,5 +409,46 @@ mod tests {
             message.contains("input `text` has element type STRING (8)"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn synthetic_ids_stay_below_a_small_table_and_an_empty_table_does_not_panic() {
+        let ids = |rows: Option<usize>| -> Vec<i64> {
+            let spec = InputSpec {
+                name: "ids".into(),
+                elem_type: dtype::INT64,
+                dims: vec![Some(1), Some(64)],
+                dim_names: vec![None, None],
+                token_rows: rows,
+            };
+            let data = synthetic_with_dims(
+                &[spec],
+                &[vec![1, 64]],
+                &[ImageRange::Normalized],
+                4,
+                Path::new("m.onnx"),
+            )
+            .expect("synthesized");
+            data.samples
+                .iter()
+                .flat_map(|s| match &s[0] {
+                    SampleValue::I64(a) => a.iter().copied().collect::<Vec<_>>(),
+                    SampleValue::F32(_) => panic!("int64 input"),
+                })
+                .collect()
+        };
+        let small = ids(Some(5));
+        assert!(small.iter().all(|&i| (0..5).contains(&i)), "{small:?}");
+        assert!(
+            (0..5).all(|i| small.contains(&i)),
+            "every row is used: {small:?}"
+        );
+        for rows in [None, Some(0), Some(3000), Some(30522)] {
+            let usual = ids(rows);
+            assert!(
+                usual.iter().all(|i| TOKEN_IDS.contains(i)),
+                "{rows:?}: {usual:?}"
+            );
+        }
     }
 }
