@@ -70,6 +70,16 @@ pub(super) fn other_operand<'n>(
     }
 }
 
+/// If `node` is the default-domain binary op `op` with exactly one operand `x`: the other
+/// one (`op(x, x)` does not qualify, unlike with [`other_operand`]).
+pub(super) fn other_than<'n>(node: &'n NodeProto, op: &str, x: &str) -> Option<&'n String> {
+    match operands(node, op)? {
+        (a, b) if a == x && b != x => Some(b),
+        (a, b) if b == x && a != x => Some(a),
+        _ => None,
+    }
+}
+
 /// Equal up to the f32 rounding of a decimal constant (1/6 is written 0.16666667 or
 /// 0.1666667, √2 1.4142135 or 1.41421356).
 pub(super) fn close(a: f32, b: f32) -> bool {
