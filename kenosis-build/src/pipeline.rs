@@ -344,8 +344,12 @@ pub fn quantize_decoded(
         keep_float_reasons: &keep_float_reasons,
         weight_options,
     };
-    let build = |keep_float: &HashSet<String>| stats.build(keep_float).map_err(unsupported);
-    let built = build(&keep)?;
+    let build = |kept: &fidelity::Kept| stats.build(kept).map_err(unsupported);
+    let mut kept = fidelity::Kept {
+        ops: keep,
+        tensors: HashSet::new(),
+    };
+    let built = build(&kept)?;
     // Without a float tensor there is nothing to measure, which only matters to a target.
     let compared = fidelity::compared(graph, &types);
     let measurable = compared != fidelity::Compared::Nothing || options.fidelity_target.is_some();
@@ -358,9 +362,10 @@ pub fn quantize_decoded(
         let graph = model.graph.as_ref().expect("normalized");
         // Ops whose quantization adds error of its own: those with an integer kernel, and
         // Gathers from a constant table, whose table is stored as uint8 (other data-movement
-        // ops only pass codes on).
+        // ops only pass codes on); then every quantized activation (see
+        // `fidelity::Candidate::Tensor`).
         let tables: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
-        let candidates: Vec<String> = built
+        let ops = built
             .plan
             .quantized_nodes
             .iter()
@@ -371,14 +376,20 @@ pub fn quantize_decoded(
                     plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
                 ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
-            .map(|n| n.name().to_owned())
-            .collect();
+            .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
+        let activations = built
+            .plan
+            .observed_tensors()
+            .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
+        let candidates: Vec<fidelity::Candidate> = ops.chain(activations).collect();
+        let ranking_samples = &data.samples[..data.samples.len().min(fidelity::RANKING_SAMPLES)];
         let (built, report) = fidelity::meet_target(
             &evaluator,
             built,
             options.fidelity_target,
+            || fidelity::Evaluator::new(&model, &compared, &input_names, ranking_samples, path),
             &candidates,
-            &mut keep,
+            &mut kept,
             build,
         )?;
         (built, Some(report))
@@ -624,7 +635,9 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
             gptq_rounding: false,
         },
     };
-    let built = stats.build(&HashSet::new()).map_err(unsupported)?;
+    let built = stats
+        .build(&fidelity::Kept::default())
+        .map_err(unsupported)?;
     Ok(built.model.encode_to_vec())
 }
 
@@ -663,9 +676,14 @@ struct Calibrated<'a> {
 const UNCALIBRATED_TENSOR_REASON: &str =
     "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
 
+/// Why the writer and readers of an activation the fidelity target left unquantized stay
+/// FP32.
+const TARGET_TENSOR_REASON: &str = "is kept float to meet the fidelity target";
+
 impl Calibrated<'_> {
-    /// Plans and rewrites a fresh copy of the model, keeping `keep_float` nodes in FP32.
-    fn build(&self, keep_float: &HashSet<String>) -> Result<Built, String> {
+    /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32 and `kept`
+    /// activation tensors unquantized.
+    fn build(&self, kept: &fidelity::Kept) -> Result<Built, String> {
         let mut model = self.model.clone();
         let graph = model.graph.as_mut().expect("normalized");
         // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not
@@ -673,12 +691,17 @@ impl Calibrated<'_> {
         // reading the pool's own output): without a range it cannot be quantized, so the
         // nodes around it stay FP32 too, and the report says so.
         let mut float_tensors = self.float_tensors.clone();
+        for t in &kept.tensors {
+            float_tensors
+                .entry(t.clone())
+                .or_insert_with(|| format!("`{t}` {TARGET_TENSOR_REASON}"));
+        }
         let (plan, act) = loop {
             let plan = plan::plan(
                 graph,
                 self.types,
                 &PlanOptions {
-                    keep_float: keep_float.clone(),
+                    keep_float: kept.ops.clone(),
                     keep_float_reasons: self.keep_float_reasons.clone(),
                     float_tensors: float_tensors.clone(),
                 },

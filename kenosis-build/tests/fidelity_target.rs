@@ -37,27 +37,6 @@ fn model_with_a_culprit() -> Vec<u8> {
         tensor::from_f32("tail_w", &[4, 8, 1, 1], &normal(32, 0.5)),
         tensor::from_f32("tail_b", &[4], &normal(4, 0.1)),
     ];
-    let conv = |name: &str, x: &str, w: &str, b: &str, y: &str, pad: i64| {
-        let mut n = onnx::make_node(
-            "Conv",
-            name.into(),
-            vec![x.into(), w.into(), b.into()],
-            vec![y.into()],
-            vec![],
-        );
-        if pad > 0 {
-            n.attribute.push(onnx::AttributeProto {
-                name: Some("pads".into()),
-                r#type: Some(onnx::attribute_proto::AttributeType::Ints as i32),
-                ints: vec![pad; 4],
-                ..Default::default()
-            });
-        }
-        n
-    };
-    let relu = |name: &str, x: &str, y: &str| {
-        onnx::make_node("Relu", name.into(), vec![x.into()], vec![y.into()], vec![])
-    };
     let graph = onnx::GraphProto {
         name: Some("culprit".into()),
         node: vec![
@@ -81,6 +60,30 @@ fn model_with_a_culprit() -> Vec<u8> {
         ..Default::default()
     };
     opset13_model(graph)
+}
+
+/// Conv `name`: `x` * `w` + `b` → `y`, with `pad` zeros on every side.
+fn conv(name: &str, x: &str, w: &str, b: &str, y: &str, pad: i64) -> onnx::NodeProto {
+    let mut n = onnx::make_node(
+        "Conv",
+        name.into(),
+        vec![x.into(), w.into(), b.into()],
+        vec![y.into()],
+        vec![],
+    );
+    if pad > 0 {
+        n.attribute.push(onnx::AttributeProto {
+            name: Some("pads".into()),
+            r#type: Some(onnx::attribute_proto::AttributeType::Ints as i32),
+            ints: vec![pad; 4],
+            ..Default::default()
+        });
+    }
+    n
+}
+
+fn relu(name: &str, x: &str, y: &str) -> onnx::NodeProto {
+    onnx::make_node("Relu", name.into(), vec![x.into()], vec![y.into()], vec![])
 }
 
 /// `graph` as an encoded IR-8, opset-13 model.
@@ -224,7 +227,19 @@ fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
 
     let q = quantize_synthetic("embedding.onnx", &bytes, Some(0.99)).expect("target reachable");
     let fidelity = q.report.fidelity.as_ref().expect("measured");
-    assert_eq!(fidelity.kept_fp32, ["embedding"], "{fidelity:?}");
+    // The quantized table's output was never observed (its codes come from the table), so
+    // `projection` has no range for it once the Gather is float: it follows into FP32, and
+    // the report says why.
+    assert_eq!(
+        fidelity.kept_fp32,
+        ["embedding", "projection"],
+        "{fidelity:?}"
+    );
+    let projection = q.report.nodes_fp32.iter().find(|n| n.name == "projection");
+    assert!(
+        projection.is_some_and(|n| n.reason.contains("not observed in calibration")),
+        "{projection:?}"
+    );
     assert!(fidelity.measured.cosine_lower_bound >= 0.99, "{fidelity:?}");
     assert_eq!(q.report.ops_quantized.get("Gather"), None);
     let kept = q
@@ -234,4 +249,111 @@ fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
         .find(|n| n.name == "embedding")
         .expect("reported as FP32");
     assert!(kept.reason.contains("fidelity target"), "{kept:?}");
+}
+
+/// x[1,4,16,16] → Conv `head` (4→4, 3x3) → Relu → Conv `wide` (4→8, 1x1) → Relu → `t` →
+/// Conv `mixer` (8→8, 1x1) → Relu → Conv `tail` (8→4, 1x1) → y.
+///
+/// `t`'s channel 0 is about 1000 times larger than its other seven, and `mixer` reads it
+/// with weights 1000 times smaller, in output channels of its own: every weight scale fits,
+/// but one uint8 scale for all of `t` rounds channels 1-7 to zero. Keeping `wide` or
+/// `mixer` alone in FP32 leaves that QuantizeLinear in place (a weighted writer still
+/// writes uint8; a float reader reads it dequantized), so only both together, the
+/// activation `t` kept float, help.
+fn model_with_a_culprit_activation() -> Vec<u8> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let mut normal = |n: usize, s: f32| -> Vec<f32> {
+        (0..n).map(|_| rng.random_range(-1.0f32..1.0) * s).collect()
+    };
+    let mut wide_w = normal(8 * 4, 0.5);
+    let mut wide_b = normal(8, 0.1);
+    wide_w[..4].iter_mut().for_each(|w| *w = w.abs() * 1000.0);
+    wide_b[0] = 500.0;
+    // mixer outputs 0-3 read channels 1-7, outputs 4-7 read channel 0 only.
+    let mut mixer_w = normal(8 * 8, 0.5);
+    for o in 0..8 {
+        for i in 0..8 {
+            let w = &mut mixer_w[o * 8 + i];
+            if (o < 4) == (i == 0) {
+                *w = 0.0;
+            } else if i == 0 {
+                *w *= 1e-3;
+            }
+        }
+    }
+    // Outputs 4-7 only inflate `t`'s range: `tail` reads them faintly.
+    let mut tail_w = normal(4 * 8, 0.5);
+    for o in 0..4 {
+        tail_w[o * 8 + 4..o * 8 + 8]
+            .iter_mut()
+            .for_each(|w| *w *= 0.1);
+    }
+    let graph = onnx::GraphProto {
+        name: Some("culprit_activation".into()),
+        node: vec![
+            conv("head", "x", "head_w", "head_b", "h", 1),
+            relu("head_relu", "h", "hr"),
+            conv("wide", "hr", "wide_w", "wide_b", "w", 0),
+            relu("wide_relu", "w", "t"),
+            conv("mixer", "t", "mixer_w", "mixer_b", "m", 0),
+            relu("mixer_relu", "m", "mr"),
+            conv("tail", "mr", "tail_w", "tail_b", "y", 0),
+        ],
+        initializer: vec![
+            tensor::from_f32("head_w", &[4, 4, 3, 3], &normal(4 * 4 * 9, 0.5)),
+            tensor::from_f32("head_b", &[4], &normal(4, 0.1)),
+            tensor::from_f32("wide_w", &[8, 4, 1, 1], &wide_w),
+            tensor::from_f32("wide_b", &[8], &wide_b),
+            tensor::from_f32("mixer_w", &[8, 8, 1, 1], &mixer_w),
+            tensor::from_f32("mixer_b", &[8], &[0.0; 8]),
+            tensor::from_f32("tail_w", &[4, 8, 1, 1], &tail_w),
+            tensor::from_f32("tail_b", &[4], &[0.0; 4]),
+        ],
+        input: vec![onnx::tensor_info(
+            "x",
+            onnx::dtype::FLOAT,
+            Some(&[1, 4, 16, 16]),
+        )],
+        output: vec![onnx::tensor_info(
+            "y",
+            onnx::dtype::FLOAT,
+            Some(&[1, 4, 16, 16]),
+        )],
+        ..Default::default()
+    };
+    opset13_model(graph)
+}
+
+/// The search measures activations as well as ops: the tensor whose rounding does the
+/// damage is kept float with its writer and reader, and nothing else leaves INT8.
+#[test]
+fn the_measured_culprit_activation_is_kept_float() {
+    let bytes = model_with_a_culprit_activation();
+    let plain = quantize_synthetic("activation.onnx", &bytes, None).expect("quantizes");
+    let fully = plain
+        .report
+        .fidelity
+        .expect("always measured")
+        .measured
+        .mean_cosine;
+    assert!(fully < 0.9, "the activation should hurt: cosine {fully}");
+    assert_eq!(plain.report.ops_quantized.get("Conv"), Some(&3));
+
+    let q = quantize_synthetic("activation.onnx", &bytes, Some(0.98)).expect("target reachable");
+    let f = q.report.fidelity.expect("fidelity report");
+    assert_eq!(f.kept_fp32_tensors, ["t"], "{f:?}");
+    assert_eq!(f.most_sensitive[0].0, "activation t", "{f:?}");
+    let mut kept = f.kept_fp32.clone();
+    kept.sort();
+    assert_eq!(kept, ["mixer", "wide"], "{f:?}");
+    assert!(f.measured.cosine_lower_bound >= 0.98, "{f:?}");
+    // `head` stays INT8: the only Conv left quantized.
+    assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
+    for name in ["wide", "mixer"] {
+        let node = q.report.nodes_fp32.iter().find(|n| n.name == name);
+        assert!(
+            node.is_some_and(|n| n.reason.contains("fidelity target")),
+            "{node:?}"
+        );
+    }
 }

@@ -51,7 +51,7 @@ pub const MODELS: [ModelSpec; 3] = [
         inputs: Inputs::ImageNet(Preprocess::BgrMeanSubtracted),
         classifier: true,
         score_columns: None,
-        fidelity_target: None,
+        fidelity_target: Some(0.998),
     },
     ModelSpec {
         key: "yolox-nano",
