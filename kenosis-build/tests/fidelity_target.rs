@@ -37,29 +37,32 @@ fn model_with_a_culprit() -> Vec<u8> {
         tensor::from_f32("tail_w", &[4, 8, 1, 1], &normal(32, 0.5)),
         tensor::from_f32("tail_b", &[4], &normal(4, 0.1)),
     ];
-    let graph = onnx::GraphProto {
-        name: Some("culprit".into()),
-        node: vec![
-            conv("head", "x", "head_w", "head_b", "h", 1),
-            relu("head_relu", "h", "hr"),
-            conv("culprit", "hr", "culprit_w", "culprit_b", "c", 0),
-            relu("culprit_relu", "c", "cr"),
-            conv("tail", "cr", "tail_w", "tail_b", "y", 0),
-        ],
-        initializer: inits,
-        input: vec![onnx::tensor_info(
-            "x",
-            onnx::dtype::FLOAT,
-            Some(&[1, 4, 8, 8]),
-        )],
-        output: vec![onnx::tensor_info(
-            "y",
-            onnx::dtype::FLOAT,
-            Some(&[1, 4, 8, 8]),
-        )],
+    let nodes = vec![
+        conv("head", "x", "head_w", "head_b", "h", 1),
+        relu("head_relu", "h", "hr"),
+        conv("culprit", "hr", "culprit_w", "culprit_b", "c", 0),
+        relu("culprit_relu", "c", "cr"),
+        conv("tail", "cr", "tail_w", "tail_b", "y", 0),
+    ];
+    four_channel_model("culprit", nodes, inits, 8)
+}
+
+/// `nodes` from x[1,4,`side`,`side`] to y of the same shape, as an encoded opset-13 model.
+fn four_channel_model(
+    name: &str,
+    nodes: Vec<onnx::NodeProto>,
+    initializer: Vec<onnx::TensorProto>,
+    side: i64,
+) -> Vec<u8> {
+    let shape = [1, 4, side, side];
+    opset13_model(onnx::GraphProto {
+        name: Some(name.into()),
+        node: nodes,
+        initializer,
+        input: vec![onnx::tensor_info("x", onnx::dtype::FLOAT, Some(&shape))],
+        output: vec![onnx::tensor_info("y", onnx::dtype::FLOAT, Some(&shape))],
         ..Default::default()
-    };
-    opset13_model(graph)
+    })
 }
 
 /// Conv `name`: `x` * `w` + `b` → `y`, with `pad` zeros on every side.
@@ -117,18 +120,19 @@ fn quantize_synthetic(
     quantize(Path::new(name), bytes, &Calibration::Synthetic, &options)
 }
 
+/// The mean cosine every build measures on its held-out samples (no target needed).
+fn measured_cosine(q: &kenosis_build::Quantized) -> f64 {
+    let fidelity = q.report.fidelity.as_ref().expect("always measured");
+    fidelity.measured.mean_cosine
+}
+
 #[test]
 fn the_measured_culprit_is_kept_in_fp32() {
     let bytes = model_with_a_culprit();
 
     // Without a target the damage is visible in the report's own measurement.
     let plain = quantize_synthetic("culprit.onnx", &bytes, None).expect("quantizes");
-    let fully = plain
-        .report
-        .fidelity
-        .expect("always measured")
-        .measured
-        .mean_cosine;
+    let fully = measured_cosine(&plain);
     assert!(fully < 0.9, "the culprit should hurt: cosine {fully}");
 
     let q = quantize_synthetic("culprit.onnx", &bytes, Some(0.98)).expect("target reachable");
@@ -217,12 +221,7 @@ fn an_embedding_table_that_causes_the_error_is_kept_in_fp32() {
     let bytes = model_with_an_outlier_embedding();
     let plain = quantize_synthetic("embedding.onnx", &bytes, None).expect("quantizes");
     assert_eq!(plain.report.ops_quantized.get("Gather"), Some(&1));
-    let fully = plain
-        .report
-        .fidelity
-        .expect("measured")
-        .measured
-        .mean_cosine;
+    let fully = measured_cosine(&plain);
     assert!(fully < 0.95, "the table should hurt: cosine {fully}");
 
     let q = quantize_synthetic("embedding.onnx", &bytes, Some(0.99)).expect("target reachable");
@@ -288,40 +287,26 @@ fn model_with_a_culprit_activation() -> Vec<u8> {
             .iter_mut()
             .for_each(|w| *w *= 0.1);
     }
-    let graph = onnx::GraphProto {
-        name: Some("culprit_activation".into()),
-        node: vec![
-            conv("head", "x", "head_w", "head_b", "h", 1),
-            relu("head_relu", "h", "hr"),
-            conv("wide", "hr", "wide_w", "wide_b", "w", 0),
-            relu("wide_relu", "w", "t"),
-            conv("mixer", "t", "mixer_w", "mixer_b", "m", 0),
-            relu("mixer_relu", "m", "mr"),
-            conv("tail", "mr", "tail_w", "tail_b", "y", 0),
-        ],
-        initializer: vec![
-            tensor::from_f32("head_w", &[4, 4, 3, 3], &normal(4 * 4 * 9, 0.5)),
-            tensor::from_f32("head_b", &[4], &normal(4, 0.1)),
-            tensor::from_f32("wide_w", &[8, 4, 1, 1], &wide_w),
-            tensor::from_f32("wide_b", &[8], &wide_b),
-            tensor::from_f32("mixer_w", &[8, 8, 1, 1], &mixer_w),
-            tensor::from_f32("mixer_b", &[8], &[0.0; 8]),
-            tensor::from_f32("tail_w", &[4, 8, 1, 1], &tail_w),
-            tensor::from_f32("tail_b", &[4], &[0.0; 4]),
-        ],
-        input: vec![onnx::tensor_info(
-            "x",
-            onnx::dtype::FLOAT,
-            Some(&[1, 4, 16, 16]),
-        )],
-        output: vec![onnx::tensor_info(
-            "y",
-            onnx::dtype::FLOAT,
-            Some(&[1, 4, 16, 16]),
-        )],
-        ..Default::default()
-    };
-    opset13_model(graph)
+    let nodes = vec![
+        conv("head", "x", "head_w", "head_b", "h", 1),
+        relu("head_relu", "h", "hr"),
+        conv("wide", "hr", "wide_w", "wide_b", "w", 0),
+        relu("wide_relu", "w", "t"),
+        conv("mixer", "t", "mixer_w", "mixer_b", "m", 0),
+        relu("mixer_relu", "m", "mr"),
+        conv("tail", "mr", "tail_w", "tail_b", "y", 0),
+    ];
+    let inits = vec![
+        tensor::from_f32("head_w", &[4, 4, 3, 3], &normal(4 * 4 * 9, 0.5)),
+        tensor::from_f32("head_b", &[4], &normal(4, 0.1)),
+        tensor::from_f32("wide_w", &[8, 4, 1, 1], &wide_w),
+        tensor::from_f32("wide_b", &[8], &wide_b),
+        tensor::from_f32("mixer_w", &[8, 8, 1, 1], &mixer_w),
+        tensor::from_f32("mixer_b", &[8], &[0.0; 8]),
+        tensor::from_f32("tail_w", &[4, 8, 1, 1], &tail_w),
+        tensor::from_f32("tail_b", &[4], &[0.0; 4]),
+    ];
+    four_channel_model("culprit_activation", nodes, inits, 16)
 }
 
 /// The search measures activations as well as ops: the tensor whose rounding does the
@@ -330,12 +315,7 @@ fn model_with_a_culprit_activation() -> Vec<u8> {
 fn the_measured_culprit_activation_is_kept_float() {
     let bytes = model_with_a_culprit_activation();
     let plain = quantize_synthetic("activation.onnx", &bytes, None).expect("quantizes");
-    let fully = plain
-        .report
-        .fidelity
-        .expect("always measured")
-        .measured
-        .mean_cosine;
+    let fully = measured_cosine(&plain);
     assert!(fully < 0.9, "the activation should hurt: cosine {fully}");
     assert_eq!(plain.report.ops_quantized.get("Conv"), Some(&3));
 
