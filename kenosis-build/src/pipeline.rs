@@ -334,6 +334,9 @@ pub fn quantize_decoded(
     };
     // Everything below reuses the calibration above: keeping more nodes in FP32 changes
     // which tensors are quantized, never the FP32 statistics they are quantized with.
+    let weight_cache = options
+        .fidelity_target
+        .map(|_| rewrite::WeightCache::default());
     let stats = Calibrated {
         model: &model,
         types: &types,
@@ -343,6 +346,7 @@ pub fn quantize_decoded(
         float_tensors: &float_tensors,
         keep_float_reasons: &keep_float_reasons,
         weight_options,
+        weight_cache: weight_cache.as_ref(),
     };
     let build = |kept: &fidelity::Kept| stats.build(kept).map_err(unsupported);
     let mut kept = fidelity::Kept {
@@ -634,6 +638,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
             bias_correction: false,
             gptq_rounding: false,
         },
+        weight_cache: None,
     };
     let built = stats
         .build(&fidelity::Kept::default())
@@ -670,6 +675,9 @@ struct Calibrated<'a> {
     float_tensors: &'a HashMap<String, String>,
     keep_float_reasons: &'a HashMap<String, String>,
     weight_options: WeightOptions,
+    /// Set when several builds will be made (a fidelity target's trials); a single build
+    /// would only hold a second copy of every weight's codes.
+    weight_cache: Option<&'a rewrite::WeightCache>,
 }
 
 /// Why a node reading or writing a tensor without a calibrated range stays FP32.
@@ -726,6 +734,7 @@ impl Calibrated<'_> {
             self.channel_means,
             self.patch_grams,
             self.weight_options,
+            self.weight_cache,
         )?;
         crate::graph::sort_topologically(graph)?;
         model.producer_name = Some("kenosis".into());
