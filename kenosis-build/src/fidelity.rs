@@ -1,11 +1,13 @@
 //! Measuring the INT8 model against FP32 on calibration samples, and the fidelity target:
-//! keep the most sensitive ops in FP32 until the INT8 model is close enough.
+//! keep the most sensitive ops and activations in FP32 until the INT8 model is close enough.
 //!
-//! Sensitivity is measured, not guessed: for each quantized op, the model is rebuilt with
-//! only that op in FP32 and the gain in mean output cosine on the held-out samples is
-//! recorded (leave-one-out, in the spirit of the layer-wise sensitivity analysis of
-//! Wu et al. 2020, "Integer Quantization for Deep Learning Inference", §6). Ops are then
-//! returned to FP32 greedily, largest gain first, until the target holds.
+//! Sensitivity is measured, not guessed: for each candidate (a quantized op, or a quantized
+//! activation with its writer and readers), the model is rebuilt with only that candidate in
+//! FP32 and the gain in mean output cosine on the calibration samples is recorded
+//! (leave-one-out, in the spirit of the layer-wise sensitivity analysis of Wu et al. 2020,
+//! "Integer Quantization for Deep Learning Inference", §6). Candidates are then returned to
+//! FP32 greedily, most gain per node first, until the target holds on the held-out samples
+//! (see [`meet_target`]).
 //!
 //! A cosine target holds when the one-sided 95% lower confidence bound of the mean cosine
 //! (mean − 1.645·s/√n, normal approximation over the n held-out samples) reaches it, not

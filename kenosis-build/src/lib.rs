@@ -199,8 +199,9 @@ impl Config {
     /// Requires the INT8 model's first output to have a mean cosine similarity of at least
     /// `min` with FP32 on held-out calibration samples (a fifth of them), checked on the 95%
     /// lower confidence bound of that mean (see [`fidelity`]) so that it carries over to
-    /// unseen inputs; the most sensitive ops (measured) are kept in FP32 until it holds,
-    /// else the build fails with a report.
+    /// unseen inputs; the most sensitive ops and activations (measured, see
+    /// [`fidelity::meet_target`]) are kept in FP32 until it holds, else the build fails with
+    /// a report.
     pub fn min_cosine(mut self, min: f64) -> Self {
         self.fidelity_target
             .get_or_insert_with(Default::default)
