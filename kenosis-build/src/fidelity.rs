@@ -3,7 +3,8 @@
 //!
 //! Sensitivity is measured, not guessed: for each candidate (a quantized op, or a quantized
 //! activation with its writer and readers), the model is rebuilt with only that candidate in
-//! FP32 and the gain in mean output cosine on the calibration samples is recorded
+//! FP32 and the gain in mean output cosine on the calibration samples (not the held-out
+//! ones) is recorded
 //! (leave-one-out, in the spirit of the layer-wise sensitivity analysis of Wu et al. 2020,
 //! "Integer Quantization for Deep Learning Inference", §6). Candidates are then returned to
 //! FP32 greedily, most gain per node first, until the target holds on the held-out samples
@@ -331,7 +332,7 @@ fn float_node_names(built: &Built) -> HashSet<&str> {
         .collect()
 }
 
-/// Most samples the sensitivity ranking of [`meet_target`] compares on.
+/// Most calibration samples the sensitivity ranking of [`meet_target`] compares on.
 pub const RANKING_SAMPLES: usize = 100;
 
 /// Measures `base` and, if `target` is set and missed, keeps `candidates` in FP32, adding
@@ -344,13 +345,13 @@ pub const RANKING_SAMPLES: usize = 100;
 /// the target holds on `evaluator`'s held-out samples (greedy, as for a knapsack by value
 /// density).
 ///
-/// The ranking compares on the evaluator `ranking` builds, meant to cover every calibration
-/// sample (up to [`RANKING_SAMPLES`]), not only the held-out ones. SqueezeNet 1.0 with 100
-/// calibration images and `min_cosine(0.998)`, measured on 900 other images: ranked on its
-/// 20 held-out samples, the search kept 8 ops FP32 and reached 0.9973 / 95.0% top-1 (no
-/// better than the default build's 0.9974 / 95.3%); ranked on all 100, it kept 4 and
-/// reached 0.9979 / 96.7%. Twenty samples rank by noise: what helps them most need not
-/// help other inputs.
+/// The ranking compares on the evaluator `ranking` builds, meant for the calibration samples
+/// (up to [`RANKING_SAMPLES`]), never the held-out ones: samples that choose what is kept
+/// and then check the target overstate what carries over. SqueezeNet 1.0, 100 calibration
+/// images, `min_cosine(0.998)`, measured on 900 other images: ranked on its 20 held-out
+/// samples, the search kept 8 ops FP32 for 0.9973 (the default build: 0.9974); ranked on
+/// all 100, 4 nodes for 0.9979, short of the target; ranked on the 80 calibration samples
+/// only, 15 nodes for 0.9985.
 ///
 /// # Errors
 /// [`Error::FidelityTarget`] with the measured numbers when even keeping every candidate

@@ -386,7 +386,10 @@ pub fn quantize_decoded(
             .observed_tensors()
             .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
         let candidates: Vec<fidelity::Candidate> = ops.chain(activations).collect();
-        let ranking_samples = &data.samples[..data.samples.len().min(fidelity::RANKING_SAMPLES)];
+        // Ranked on the samples ranges were calibrated on, so that the held-out ones that
+        // check the target took no part in choosing what to keep.
+        let ranking_samples =
+            &calibration_samples[..calibration_samples.len().min(fidelity::RANKING_SAMPLES)];
         let (built, report) = fidelity::meet_target(
             &evaluator,
             built,

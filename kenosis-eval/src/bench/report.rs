@@ -373,7 +373,7 @@ impl Bench {
                 w,
                 "The build holds out part of its calibration images, measures the INT8 model \
                  against FP32 on them, and returns the most sensitive ops and activations \
-                 (ranked on all its calibration images) to FP32 until the 95% lower confidence bound of the mean cosine there reaches `min_cosine`; the evaluation columns are the bench's own images.\n"
+                 (ranked on its calibration images, not the held-out ones) to FP32 until the 95% lower confidence bound of the mean cosine there reaches `min_cosine`; the evaluation columns are the bench's own images.\n"
             );
             let _ = writeln!(
                 w,
