@@ -322,14 +322,16 @@ impl Kept {
     }
 }
 
-/// Names of the nodes a build leaves in FP32.
-fn float_node_names(built: &Built) -> HashSet<&str> {
-    built
-        .plan
-        .float_nodes
-        .iter()
-        .map(|n| n.name.as_str())
-        .collect()
+/// Names of the nodes `built` leaves in FP32 that are not in `known`, sorted.
+fn float_nodes_besides(built: &Built, known: &HashSet<String>) -> Vec<String> {
+    let mut names: Vec<String> = (built.plan.float_nodes.iter())
+        .map(|n| &n.name)
+        .filter(|n| !known.contains(*n))
+        .cloned()
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// Most calibration samples the sensitivity ranking of [`meet_target`] compares on.
@@ -386,9 +388,9 @@ pub fn meet_target<'a>(
     report.ranking_samples = ranking.samples.len();
     let fully_ranked = ranking.measure(&base.model)?;
 
-    let base_float: HashSet<String> = float_node_names(&base)
-        .into_iter()
-        .map(str::to_owned)
+    // Nodes FP32 before the search; below, also those it has returned to FP32 so far.
+    let mut float: HashSet<String> = (base.plan.float_nodes.iter())
+        .map(|n| n.name.clone())
         .collect();
     drop(base);
     let mut measured: HashMap<Vec<String>, Measured> = HashMap::new();
@@ -396,12 +398,7 @@ pub fn meet_target<'a>(
     let mut gains = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         let trial = build(&kept.with(candidate))?;
-        let mut returned: Vec<String> = float_node_names(&trial)
-            .into_iter()
-            .filter(|n| !base_float.contains(*n))
-            .map(str::to_owned)
-            .collect();
-        returned.sort_unstable();
+        let returned = float_nodes_besides(&trial, &float);
         let cost = returned.len().max(1) as f64;
         let m = match measured.get(&returned) {
             Some(&m) => m,
@@ -426,11 +423,7 @@ pub fn meet_target<'a>(
     for (candidate, _, _) in &gains {
         let trial = kept.with(candidate);
         let mut built = build(&trial)?;
-        let mut newly: Vec<String> = float_node_names(&built)
-            .into_iter()
-            .filter(|n| !base_float.contains(*n) && !report.kept_fp32.iter().any(|k| k == n))
-            .map(str::to_owned)
-            .collect();
+        let mut newly = float_nodes_besides(&built, &float);
         if newly.is_empty() {
             // Earlier choices already keep all of it in FP32.
             continue;
@@ -440,9 +433,13 @@ pub fn meet_target<'a>(
             report.kept_fp32_tensors.push(name.clone());
         }
         // The chosen op first, then what the choice took along, by name.
-        newly.sort_unstable_by_key(|n| {
-            (!matches!(candidate, Candidate::Op(c) if c == n), n.clone())
-        });
+        if let Some(i) = newly
+            .iter()
+            .position(|n| matches!(candidate, Candidate::Op(c) if c == n))
+        {
+            newly[..=i].rotate_right(1);
+        }
+        float.extend(newly.iter().cloned());
         report.kept_fp32.extend(newly);
         let m = evaluator.measure(&built.model)?;
         report.measured = m;
