@@ -38,6 +38,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "bundled-ort")]
+mod bundled;
 mod error;
 mod io;
 mod model;
@@ -58,6 +60,26 @@ pub use ndarray;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::typed::{output, OutputElement};
+}
+
+/// Starts building an ONNX Runtime environment, for [`set_environment`]: use it instead of
+/// [`ort::init`].
+///
+/// With the `bundled-ort` feature this first loads the ONNX Runtime library embedded in the
+/// binary (the first call only); without it, it is [`ort::init`].
+///
+/// # Errors
+/// [`Error::Environment`] when the bundled library cannot be loaded (see the feature's
+/// documentation in the README); never without `bundled-ort`.
+pub fn ort_init() -> Result<ort::environment::EnvironmentBuilder, Error> {
+    #[cfg(feature = "bundled-ort")]
+    {
+        static LOADED: std::sync::OnceLock<Result<(), Error>> = std::sync::OnceLock::new();
+        LOADED
+            .get_or_init(bundled::load)
+            .clone()?;
+    }
+    Ok(ort::init())
 }
 
 /// The `ort` crate this runtime is built on, for [`set_environment`] and

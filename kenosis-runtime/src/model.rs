@@ -23,7 +23,8 @@ static ENVIRONMENT: OnceLock<Result<Environment, Error>> = OnceLock::new();
 /// ONNX Runtime (through `ort`) allows only one environment per process. Kenosis creates one
 /// lazily, with default settings, the first time any [`EmbeddedModel`] is used; a program that
 /// needs its own environment (custom execution providers, a global thread pool, a logger) or
-/// that also uses `ort` directly should build it with [`ort::init`] and hand it over here
+/// that also uses `ort` directly should build it with [`ort_init`](crate::ort_init) (which
+/// loads the bundled ONNX Runtime first, with the `bundled-ort` feature) and hand it over here
 /// *before* using any model.
 ///
 /// # Errors
@@ -42,7 +43,7 @@ pub fn set_environment(environment: Environment) -> Result<(), Environment> {
 fn environment() -> Result<&'static Environment, Error> {
     ENVIRONMENT
         .get_or_init(|| {
-            ort::init()
+            crate::ort_init()?
                 .with_name("kenosis")
                 .with_telemetry(false)
                 .build()

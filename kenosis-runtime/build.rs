@@ -1,0 +1,144 @@
+//! Checks, before anything links, that the ONNX Runtime library the target will use was built
+//! for the target, and with the `bundled-ort` feature hands its path to the crate.
+//!
+//! Where the library comes from, first match wins:
+//! 1. `DEP_ONNXRUNTIME_DYLIB`: the `dylib` key of a `[target.<triple>.onnxruntime]` table in
+//!    `.cargo/config.toml`. Cargo passes that table's extra keys to the build scripts of
+//!    `ort-sys`'s direct dependents; the table also replaces `ort-sys`'s build script for that
+//!    target (its `rustc-link-search` / `rustc-link-lib` keys), which is how a cross build
+//!    gives the host and the target different libraries.
+//! 2. `ORT_LIB_PATH`: the folder `ort-sys` links (`libonnxruntime.so` in it). When cross
+//!    compiling this is usually the host's library, which is what the check below catches.
+//! 3. Neither: `ort-sys` downloads ONNX Runtime for `TARGET` (needs internet) and links it
+//!    statically, and there is nothing to check.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+/// ONNX Runtime file names `ORT_LIB_PATH` may hold, most specific first.
+const LIB_NAMES: [&str; 3] = ["libonnxruntime.so.1", "libonnxruntime.so", "libonnxruntime.dylib"];
+
+fn main() {
+    println!("cargo::rerun-if-env-changed=ORT_LIB_PATH");
+    println!("cargo::rerun-if-env-changed=DEP_ONNXRUNTIME_DYLIB");
+    let target = env::var("TARGET").unwrap_or_default();
+    let bundled = env::var_os("CARGO_FEATURE_BUNDLED_ORT").is_some();
+    match library(&target, bundled) {
+        Ok(Some(path)) if bundled => {
+            println!("cargo::rerun-if-changed={}", path.display());
+            println!("cargo::rustc-env=KENOSIS_BUNDLED_ORT={}", path.display());
+        }
+        Ok(_) => {}
+        Err(message) => {
+            // `cargo::error` would keep going to the link step and bury this under the
+            // linker's own message; a failed build script stops the build here.
+            eprintln!("{message}");
+            println!("cargo::warning={}", message.lines().next().unwrap_or_default());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The target's ONNX Runtime library, checked against the target; `None` when `ort-sys`
+/// downloads it.
+fn library(target: &str, bundled: bool) -> Result<Option<PathBuf>, String> {
+    let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    if bundled && !matches!(os.as_str(), "linux" | "android") {
+        return Err(format!(
+            "kenosis-runtime: the `bundled-ort` feature loads ONNX Runtime from memory with \
+             Linux's memfd_create and is not available for {target}; build without it and \
+             ship ONNX Runtime's library next to the binary"
+        ));
+    }
+    let (path, origin) = if let Some(dylib) = env::var_os("DEP_ONNXRUNTIME_DYLIB") {
+        let origin = format!("the `dylib` key of [target.{target}.onnxruntime]");
+        (PathBuf::from(dylib), origin)
+    } else if let Some(dir) = env::var_os("ORT_LIB_PATH").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        let Some(path) = LIB_NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file()) else {
+            return Err(format!(
+                "kenosis-runtime: ORT_LIB_PATH={} holds no libonnxruntime.so",
+                dir.display()
+            ));
+        };
+        (path, "ORT_LIB_PATH".to_owned())
+    } else if bundled {
+        return Err(format!(
+            "kenosis-runtime: the `bundled-ort` feature embeds ONNX Runtime's shared library, \
+             but none is configured for {target}: set `dylib = \"/path/to/libonnxruntime.so\"` \
+             in a [target.{target}.onnxruntime] table of .cargo/config.toml (`cargo xtask \
+             setup-ort --target {target}` in the Kenosis repository prints one), or \
+             ORT_LIB_PATH when building for the host. ort's downloaded ONNX Runtime links \
+             statically and needs no bundling."
+        ));
+    } else {
+        return Ok(None);
+    };
+    check(&path).map_err(|problem| {
+        format!(
+            "kenosis-runtime: the ONNX Runtime library {} (from {origin}) cannot be used for \
+             {target}: {problem}.\n{}",
+            path.display(),
+            remedy(target)
+        )
+    })?;
+    Ok(Some(path))
+}
+
+/// Why `path` cannot serve `target`, if it cannot: another architecture, or glibc's C
+/// library for a musl target.
+fn check(path: &Path) -> Result<(), String> {
+    use object::{Object, ObjectSection};
+
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it ({e})"))?;
+    let file = object::File::parse(&*bytes).map_err(|e| format!("not a shared library ({e})"))?;
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let expected = match arch.as_str() {
+        "x86_64" => Some(object::Architecture::X86_64),
+        "aarch64" => Some(object::Architecture::Aarch64),
+        "arm" => Some(object::Architecture::Arm),
+        "x86" => Some(object::Architecture::I386),
+        "riscv64" => Some(object::Architecture::Riscv64),
+        _ => None,
+    };
+    if expected.is_some_and(|a| a != file.architecture()) {
+        return Err(format!(
+            "it is built for {:?}, the target is {arch}",
+            file.architecture()
+        ));
+    }
+    let glibc = file
+        .section_by_name(".dynstr")
+        .and_then(|s| s.data().ok())
+        .is_some_and(|strings| strings.split(|&b| b == 0).any(|s| s == b"libc.so.6"));
+    if env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|e| e == "musl") && glibc {
+        return Err("it links glibc (libc.so.6), the target uses musl".to_owned());
+    }
+    Ok(())
+}
+
+/// What to provide for `target`.
+fn remedy(target: &str) -> String {
+    let published = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
+    let source = if published.contains(&target) {
+        format!(
+            "PyPI's onnxruntime wheels carry ONNX Runtime for {target}: `cargo xtask setup-ort \
+             --target {target}` in the Kenosis repository fetches it and prints the \
+             .cargo/config.toml tables to add"
+        )
+    } else {
+        format!(
+            "No ONNX Runtime build for {target} is published on PyPI (wheels exist for \
+             x86_64-unknown-linux-gnu and aarch64-unknown-linux-gnu only); build ONNX Runtime \
+             for {target} from source"
+        )
+    };
+    format!(
+        "{source}, then point cargo at it for this target in .cargo/config.toml:\n\n\
+         [target.{target}.onnxruntime]\n\
+         rustc-link-search = [\"native=/path/to/{target}/lib\"]\n\
+         rustc-link-lib = [\"onnxruntime\"]\n\
+         dylib = \"/path/to/{target}/lib/libonnxruntime.so\"\n\n\
+         (ORT_LIB_PATH then stays the build machine's library, which kenosis-build runs.)"
+    )
+}
