@@ -16,7 +16,11 @@ use std::env;
 use std::path::{Path, PathBuf};
 
 /// ONNX Runtime file names `ORT_LIB_PATH` may hold, most specific first.
-const LIB_NAMES: [&str; 3] = ["libonnxruntime.so.1", "libonnxruntime.so", "libonnxruntime.dylib"];
+const LIB_NAMES: [&str; 3] = [
+    "libonnxruntime.so.1",
+    "libonnxruntime.so",
+    "libonnxruntime.dylib",
+];
 
 fn main() {
     println!("cargo::rerun-if-env-changed=ORT_LIB_PATH");
@@ -33,7 +37,10 @@ fn main() {
             // `cargo::error` would keep going to the link step and bury this under the
             // linker's own message; a failed build script stops the build here.
             eprintln!("{message}");
-            println!("cargo::warning={}", message.lines().next().unwrap_or_default());
+            println!(
+                "cargo::warning={}",
+                message.lines().next().unwrap_or_default()
+            );
             std::process::exit(1);
         }
     }

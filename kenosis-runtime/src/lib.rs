@@ -75,9 +75,7 @@ pub fn ort_init() -> Result<ort::environment::EnvironmentBuilder, Error> {
     #[cfg(feature = "bundled-ort")]
     {
         static LOADED: std::sync::OnceLock<Result<(), Error>> = std::sync::OnceLock::new();
-        LOADED
-            .get_or_init(bundled::load)
-            .clone()?;
+        LOADED.get_or_init(bundled::load).clone()?;
     }
     Ok(ort::init())
 }

@@ -8,6 +8,7 @@
 
 mod cargo;
 mod commands;
+mod cross;
 mod ort;
 
 use std::path::{Path, PathBuf};

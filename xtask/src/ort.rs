@@ -1,9 +1,10 @@
 //! ONNX Runtime set-up shared by every command.
 //!
 //! `ort`'s default build downloads ONNX Runtime from its own CDN, which CI and the development
-//! machines cannot reach. On Linux x86-64 we instead take the shared library out of the
-//! official `onnxruntime` wheel on PyPI (fetched with `pip download`), unpack it into
-//! `<workspace>/target/ort/<version>/` and link `ort-sys` against it dynamically.
+//! machines cannot reach. On Linux we instead take the shared library out of the official
+//! `onnxruntime` wheel on PyPI (fetched with `pip download`), unpack it into
+//! `<workspace>/target/ort/<version>/<target triple>/` and link `ort-sys` against it
+//! dynamically. PyPI has wheels for the [`PLATFORMS`] only.
 
 use std::env;
 use std::ffi::OsString;
@@ -17,7 +18,7 @@ use anyhow::{bail, Context, Result};
 /// The ONNX Runtime release `ort` 2.0.0-rc.15 is built against.
 pub const ORT_VERSION: &str = "1.31.1";
 /// The versioned file name inside the wheel and in the install directory.
-const LIB_FILE: &str = "libonnxruntime.so.1.31.1";
+pub const LIB_FILE: &str = "libonnxruntime.so.1.31.1";
 /// Where the library sits inside the wheel.
 const WHEEL_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
 /// Names the linker (`-lonnxruntime`) and the dynamic loader (SONAME) look for.
@@ -25,12 +26,94 @@ const SYMLINKS: [&str; 2] = ["libonnxruntime.so", "libonnxruntime.so.1"];
 /// Variables with which a user points `ort-sys` at their own ONNX Runtime.
 const USER_VARS: [&str; 2] = ["ORT_LIB_PATH", "ORT_DYLIB_PATH"];
 
+/// A target for which PyPI's `onnxruntime` wheels carry the shared library.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Platform {
+    /// Rust target triple.
+    pub triple: &'static str,
+    /// The wheel's platform tag (`pip download --platform`).
+    wheel_platform: &'static str,
+    /// The Debian package of the C cross compiler that links for this target on another host.
+    pub cross_gcc_package: &'static str,
+    /// That compiler's command: the linker for cargo.
+    pub cross_gcc: &'static str,
+    /// The `qemu-user` emulator that runs this target's binaries on another host.
+    pub qemu: &'static str,
+}
+
+/// Every target PyPI's `onnxruntime` 1.31.1 wheels carry a library for.
+pub const PLATFORMS: [Platform; 2] = [
+    Platform {
+        triple: "x86_64-unknown-linux-gnu",
+        wheel_platform: "manylinux_2_28_x86_64",
+        cross_gcc_package: "gcc-x86-64-linux-gnu",
+        cross_gcc: "x86_64-linux-gnu-gcc",
+        qemu: "qemu-x86_64",
+    },
+    Platform {
+        triple: "aarch64-unknown-linux-gnu",
+        wheel_platform: "manylinux_2_28_aarch64",
+        cross_gcc_package: "gcc-aarch64-linux-gnu",
+        cross_gcc: "aarch64-linux-gnu-gcc",
+        qemu: "qemu-aarch64",
+    },
+];
+
+impl Platform {
+    /// The platform of `triple`.
+    ///
+    /// # Errors
+    /// When PyPI has no ONNX Runtime for `triple` (armv7, musl, other systems): the message
+    /// says what to provide instead.
+    pub fn of(triple: &str) -> Result<&'static Platform> {
+        if let Some(p) = PLATFORMS.iter().find(|p| p.triple == triple) {
+            return Ok(p);
+        }
+        let known: Vec<&str> = PLATFORMS.iter().map(|p| p.triple).collect();
+        bail!(
+            "PyPI's onnxruntime {ORT_VERSION} wheels carry ONNX Runtime for {} only, not for \
+             {triple}. Build ONNX Runtime {ORT_VERSION} for {triple} from source and add to \
+             .cargo/config.toml:\n\n[target.{triple}.onnxruntime]\n\
+             rustc-link-search = [\"native=/path/to/lib\"]\n\
+             rustc-link-lib = [\"onnxruntime\"]\n\
+             dylib = \"/path/to/lib/libonnxruntime.so\"",
+            known.join(" and ")
+        )
+    }
+
+    /// The platform this program runs on, if PyPI has ONNX Runtime for it.
+    pub fn host() -> Option<&'static Platform> {
+        let triple = if cfg!(all(
+            target_os = "linux",
+            target_env = "gnu",
+            target_arch = "x86_64"
+        )) {
+            "x86_64-unknown-linux-gnu"
+        } else if cfg!(all(
+            target_os = "linux",
+            target_env = "gnu",
+            target_arch = "aarch64"
+        )) {
+            "aarch64-unknown-linux-gnu"
+        } else {
+            return None;
+        };
+        PLATFORMS.iter().find(|p| p.triple == triple)
+    }
+
+    /// Where this platform's library is installed under `root` (see [`default_lib_dir`]).
+    pub fn lib_dir(&self, root: &Path) -> PathBuf {
+        root.join(self.triple)
+    }
+}
+
 /// How child cargo processes find ONNX Runtime.
 #[derive(Debug)]
 pub enum OrtEnv {
     /// The user set `ORT_LIB_PATH` / `ORT_DYLIB_PATH`: their environment is passed on untouched.
-    User { var: &'static str, value: OsString },
-    /// Not Linux x86-64: nothing is set, `ort` downloads its own binaries (needs internet).
+    User,
+    /// Not Linux x86-64 or aarch64: nothing is set, `ort` downloads its own binaries (needs
+    /// internet).
     Unmanaged,
     /// Our copy in `lib_dir`.
     Managed { lib_dir: PathBuf },
@@ -56,34 +139,41 @@ impl OrtEnv {
     }
 }
 
-/// Default install directory: `<workspace>/target/ort/<version>`.
+/// Default install root: `<workspace>/target/ort/<version>`, one folder per target triple.
 pub fn default_lib_dir(workspace: &Path) -> PathBuf {
     workspace.join("target").join("ort").join(ORT_VERSION)
 }
 
-/// Decides how ONNX Runtime is provided, installing it into `lib_dir` if that is our job.
-pub fn ensure(lib_dir: &Path) -> Result<OrtEnv> {
+/// Decides how ONNX Runtime is provided for the host, installing it under `root` if that is
+/// our job.
+pub fn ensure(root: &Path) -> Result<OrtEnv> {
     for var in USER_VARS {
-        if let Some(value) = env::var_os(var).filter(|v| !v.is_empty()) {
-            return Ok(OrtEnv::User { var, value });
+        if env::var_os(var).is_some_and(|v| !v.is_empty()) {
+            return Ok(OrtEnv::User);
         }
     }
-    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+    let Some(host) = Platform::host() else {
         eprintln!(
-            "xtask: note: automatic ONNX Runtime set-up is only done on Linux x86-64. With internet \
-             access, ort's default download works: run cargo directly (or set ORT_LIB_PATH to a \
-             directory with ONNX Runtime {ORT_VERSION})."
+            "xtask: note: automatic ONNX Runtime set-up is only done on Linux x86-64 and \
+             aarch64. With internet access, ort's default download works: run cargo directly \
+             (or set ORT_LIB_PATH to a directory with ONNX Runtime {ORT_VERSION})."
         );
         return Ok(OrtEnv::Unmanaged);
-    }
-    install(lib_dir)?;
-    Ok(OrtEnv::Managed {
-        lib_dir: lib_dir.to_path_buf(),
-    })
+    };
+    let lib_dir = install(host, root)?;
+    Ok(OrtEnv::Managed { lib_dir })
 }
 
-/// Makes sure `lib_dir/libonnxruntime.so.<version>` and its symlinks exist.
-fn install(lib_dir: &Path) -> Result<()> {
+/// Makes sure `platform`'s library is installed under `root`, returning its folder.
+pub fn install(platform: &Platform, root: &Path) -> Result<PathBuf> {
+    let lib_dir = platform.lib_dir(root);
+    install_into(&lib_dir, platform.wheel_platform)?;
+    Ok(lib_dir)
+}
+
+/// Makes sure `lib_dir/libonnxruntime.so.<version>` (from the wheel for `wheel_platform`) and
+/// its symlinks exist.
+fn install_into(lib_dir: &Path, wheel_platform: &str) -> Result<()> {
     if lib_dir.join(LIB_FILE).is_file() {
         // Complete apart from, possibly, symlinks someone deleted: restore those in place.
         return write_symlinks(lib_dir);
@@ -93,12 +183,15 @@ fn install(lib_dir: &Path) -> Result<()> {
         .with_context(|| format!("{} has no parent directory", lib_dir.display()))?;
     fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
 
-    eprintln!("xtask: fetching ONNX Runtime {ORT_VERSION} from PyPI (onnxruntime wheel) ...");
+    eprintln!(
+        "xtask: fetching ONNX Runtime {ORT_VERSION} for {wheel_platform} from PyPI (onnxruntime \
+         wheel) ..."
+    );
     let download = tempfile::Builder::new()
         .prefix(".download-")
         .tempdir_in(parent)
         .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
-    let wheel = pip_download(download.path())?;
+    let wheel = pip_download(download.path(), wheel_platform)?;
 
     // Assemble the complete directory next to its final place, then rename it into place, so
     // that an interrupted run never leaves a half-written library behind.
@@ -136,7 +229,7 @@ fn install(lib_dir: &Path) -> Result<()> {
 }
 
 /// Runs `python3 -m pip download` for the onnxruntime wheel and returns the wheel's path.
-fn pip_download(dest: &Path) -> Result<PathBuf> {
+fn pip_download(dest: &Path, wheel_platform: &str) -> Result<PathBuf> {
     const NO_PYTHON_HINT: &str = "install Python 3 with pip (e.g. `apt-get install python3-pip`), \
         or set ORT_LIB_PATH to a directory containing libonnxruntime.so (ONNX Runtime 1.31.1)";
 
@@ -174,12 +267,7 @@ fn pip_download(dest: &Path) -> Result<PathBuf> {
     let output = Command::new("python3")
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
         .args(["--disable-pip-version-check", "--no-input", "--quiet"])
-        .args([
-            "--platform",
-            "manylinux_2_28_x86_64",
-            "--implementation",
-            "cp",
-        ])
+        .args(["--platform", wheel_platform, "--implementation", "cp"])
         .args(["--python-version", "3.11", "--abi", "cp311"])
         .arg(format!("onnxruntime=={ORT_VERSION}"))
         .arg("--dest")

@@ -1,49 +1,66 @@
-//! `cargo xtask setup-ort`: install ONNX Runtime and print how to use it with plain cargo.
+//! `cargo xtask setup-ort [--target TRIPLE]`: install ONNX Runtime (and, for a target, the
+//! cross tools) and print the `.cargo/config.toml` fragment that builds with it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use crate::ort::{self, OrtEnv};
+use crate::cross;
+use crate::ort::{self, Platform};
 
-/// Fetch ONNX Runtime (Linux x86-64, from the PyPI wheel) and print the variables for cargo
+/// Fetch ONNX Runtime from PyPI's wheels (for this machine and, with --target, for the device),
+/// install the cross tools a target needs, and print the .cargo/config.toml fragment to append
+/// to a crate's .cargo/config.toml. Only the fragment goes to stdout.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Install into this directory instead of WORKSPACE/target/ort/VERSION
+    /// Cross-compile for this target triple (aarch64-unknown-linux-gnu); default: this machine
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+    /// Install under this directory (one folder per target triple) instead of
+    /// WORKSPACE/target/ort/VERSION
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let lib_dir = args
-        .dir
-        .unwrap_or_else(|| ort::default_lib_dir(&crate::workspace_root()));
-    match ort::ensure(&lib_dir)? {
-        OrtEnv::Managed { lib_dir } => {
-            let dir = shell_quote(&lib_dir.to_string_lossy());
-            eprintln!("xtask: to use it with plain cargo:");
-            println!("export ORT_LIB_PATH={dir}");
-            println!("export ORT_PREFER_DYNAMIC_LINK=1");
-            println!("export LD_LIBRARY_PATH={dir}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}");
-        }
-        OrtEnv::User { var, value } => {
-            eprintln!(
-                "xtask: {var}={} is set in the environment; using that ONNX Runtime, nothing to do",
-                value.to_string_lossy()
-            );
-        }
-        OrtEnv::Unmanaged => {}
-    }
+    print!("{}", provision(args.target.as_deref(), args.dir)?);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Quotes `s` for POSIX shells when it needs it.
-fn shell_quote(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:,@%".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
+/// Installs everything for building for `target` (default: the host) under `dir` and returns
+/// the config fragment.
+pub fn provision(target: Option<&str>, dir: Option<PathBuf>) -> Result<String> {
+    let root = dir.unwrap_or_else(|| ort::default_lib_dir(&crate::workspace_root()));
+    // The paths go into other crates' config files: make them absolute.
+    let root = std::path::absolute(&root)
+        .with_context(|| format!("making {} absolute", root.display()))?;
+    let host = Platform::host().context(
+        "setup-ort installs ONNX Runtime from PyPI's wheels on Linux x86-64 and aarch64 hosts \
+         only; elsewhere use ort's default download (no set-up needed) or set ORT_LIB_PATH",
+    )?;
+    for var in ["ORT_LIB_PATH", "ORT_DYLIB_PATH"] {
+        if let Some(value) = std::env::var_os(var) {
+            eprintln!(
+                "xtask: warning: {var}={} is set in this environment; cargo's [env] table does \
+                 not override it, so unset it where you build with the fragment",
+                value.to_string_lossy()
+            );
+        }
     }
+    let host_dir = ort::install(host, &root)?;
+    let target = match target {
+        Some(triple) if triple != host.triple => {
+            let platform = Platform::of(triple)?;
+            let dir = ort::install(platform, &root)?;
+            cross::provision(platform)?;
+            Some((platform, dir))
+        }
+        _ => None,
+    };
+    eprintln!("xtask: append this to your crate's .cargo/config.toml:");
+    Ok(cross::config_fragment(
+        &host_dir,
+        target.as_ref().map(|(p, d)| (*p, d.as_path())),
+    ))
 }
