@@ -22,9 +22,12 @@ use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::session::{borrowed, encode_with_observed_outputs, sample_inputs, session};
+use crate::calibrate::session::{
+    borrowed, encode_with_observed_outputs, sample_inputs, session_with_config,
+};
 use crate::calibrate::SampleValue;
 use crate::error::{Error, Result};
+use crate::kernels::Evaluation;
 use crate::onnx::ModelProto;
 use crate::pipeline::Built;
 
@@ -70,8 +73,14 @@ pub struct Measured {
 /// What the build measured, and what the fidelity target did, for the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FidelityReport {
-    /// Samples compared.
+    /// Samples compared: the last fifth (at least one) of the calibration samples, in
+    /// file-name order for `.npy` folders, held out of range calibration when a target is
+    /// set.
     pub samples: usize,
+    /// What ran the INT8 model: the build machine's integer kernels, or the QDQ reference
+    /// where they differ from the target's (see [`crate::kernels`]).
+    #[serde(default)]
+    pub evaluation: Evaluation,
     /// True when those samples were held out of range calibration (a target was set).
     pub held_out: bool,
     /// Agreement of the final artifact.
@@ -108,6 +117,8 @@ pub struct Evaluator<'a> {
     reference: Vec<Vec<f32>>,
     /// The tensor compared ([`Compared::Tensor`]), or `None` for the first float output.
     compared: Option<String>,
+    /// How the INT8 models run.
+    evaluation: Evaluation,
 }
 
 /// What the fidelity check compares with FP32.
@@ -157,7 +168,8 @@ pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, i32>) -
 }
 
 impl<'a> Evaluator<'a> {
-    /// Runs the FP32 model on `samples` once to get the reference outputs of `compared`.
+    /// Runs the FP32 model on `samples` once to get the reference outputs of `compared`;
+    /// INT8 models will run as `evaluation` says.
     ///
     /// # Errors
     /// [`Error::Runtime`] when ONNX Runtime fails.
@@ -167,6 +179,7 @@ impl<'a> Evaluator<'a> {
         input_names: &'a [String],
         samples: &'a [Vec<SampleValue>],
         path: &Path,
+        evaluation: Evaluation,
     ) -> Result<Self> {
         let mut e = Self {
             path: path.to_owned(),
@@ -177,6 +190,7 @@ impl<'a> Evaluator<'a> {
                 Compared::Tensor(t) => Some(t.clone()),
                 Compared::FirstFloatOutput | Compared::Nothing => None,
             },
+            evaluation,
         };
         e.reference = e.outputs(fp32)?;
         Ok(e)
@@ -188,7 +202,19 @@ impl<'a> Evaluator<'a> {
             Some(t) => encode_with_observed_outputs(model, std::slice::from_ref(t)),
             None => model.encode_to_vec(),
         };
-        let mut s = session(&self.path, bytes, GraphOptimizationLevel::All, threads)?;
+        // The QDQ reference: ORT's other graph optimizations stay on, its QDQ fusions into
+        // integer kernels are off (ORT's `kOrtSessionOptionsDisableQuantQDQ`).
+        let config: &[(&str, &str)] = match self.evaluation {
+            Evaluation::HostKernels => &[],
+            Evaluation::QdqReference => &[("session.disable_quant_qdq", "1")],
+        };
+        let mut s = session_with_config(
+            &self.path,
+            bytes,
+            GraphOptimizationLevel::All,
+            threads,
+            config,
+        )?;
         let rt = |e: ort::Error| Error::Runtime {
             path: self.path.clone(),
             message: e.to_string(),
@@ -216,7 +242,8 @@ impl<'a> Evaluator<'a> {
             .collect()
     }
 
-    /// Agreement of `model` (at ORT's default optimization level, as users run it) with FP32.
+    /// Agreement of `model` with FP32: at ORT's default optimization level, as users run it,
+    /// or on the QDQ reference (see [`Evaluation`]).
     ///
     /// # Errors
     /// [`Error::Runtime`] when ONNX Runtime fails.
@@ -380,6 +407,7 @@ pub fn meet_target<'a>(
         most_sensitive: Vec::new(),
         ranking_samples: 0,
         compared_tensor: evaluator.compared.clone(),
+        evaluation: evaluator.evaluation,
     };
     let Some(target) = target.filter(|t| !t.met_by(&fully)) else {
         return Ok((base, report));
@@ -501,8 +529,17 @@ mod tests {
             })
             .collect();
         let path = Path::new("offset.onnx");
-        let evaluator =
-            Evaluator::new(&fp32, &Compared::FirstFloatOutput, &names, &samples, path).unwrap();
+        let evaluate = || {
+            Evaluator::new(
+                &fp32,
+                &Compared::FirstFloatOutput,
+                &names,
+                &samples,
+                path,
+                Evaluation::HostKernels,
+            )
+        };
+        let evaluator = evaluate().unwrap();
         // Each kept op, and a kept tensor's reader `<tensor>_reader`, is reported FP32.
         let built = |kept: &Kept| Built {
             model: offset.clone(),
@@ -529,7 +566,7 @@ mod tests {
             &evaluator,
             built(&Kept::default()),
             Some(target),
-            || Evaluator::new(&fp32, &Compared::FirstFloatOutput, &names, &samples, path),
+            evaluate,
             &candidates,
             &mut keep,
             |kept| Ok(built(kept)),

@@ -38,6 +38,7 @@ pub mod discover;
 mod error;
 pub mod fidelity;
 pub mod graph;
+pub mod kernels;
 pub mod normalize;
 pub mod onnx;
 mod parallel;
@@ -270,11 +271,12 @@ impl Config {
             Some(_) => String::new(),
             None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
         };
+        let target_kernels = kernels::IntegerKernels::of_target(&target, &target_features);
         let options = QuantizeOptions {
             per_channel: self.per_channel.unwrap_or(true),
             reduce_range: self
                 .reduce_range
-                .unwrap_or_else(|| reduce_range_default(&target, &target_features)),
+                .unwrap_or_else(|| target_kernels.wants_reduce_range()),
             synthetic_samples: self.synthetic_samples.unwrap_or(16),
             synthetic_image_range: self.synthetic_image_range,
             keep_float: self.keep_float.clone(),
@@ -284,6 +286,10 @@ impl Config {
                 .gptq_rounding
                 .unwrap_or(QuantizeOptions::default().gptq_rounding),
             fidelity_target: self.fidelity_target,
+            evaluation: kernels::Evaluation::for_kernels(
+                target_kernels,
+                kernels::IntegerKernels::of_host(),
+            ),
         };
         options.check()?;
         let manifest_dir = match &self.manifest_dir {
@@ -548,30 +554,9 @@ fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The reduce-range default for a target triple and its comma-separated enabled target
-/// features (cargo's `CARGO_CFG_TARGET_FEATURE`): x86 without VNNI only.
-///
-/// Without VNNI, ONNX Runtime's x86 u8·s8 kernels (MLAS) add pairs of u8·s8 products in
-/// saturating 16-bit lanes (`VPMADDUBSW`), which full-range int8 weights can overflow
-/// (ONNX Runtime's quantization docs recommend reduce-range there). VNNI's `VPDPBUSD`
-/// accumulates in 32 bits, so 8-bit weights are safe and more accurate: measured on a VNNI
-/// CPU (300 held-out ImageNet images), EfficientNet-Lite0's cosine rises from 0.9965 to
-/// 0.9982 and SqueezeNet 1.0's from 0.9967 to 0.9977 at the same latency.
-fn reduce_range_default(target: &str, target_features: &str) -> bool {
-    let is_x86 = if target.is_empty() {
-        cfg!(any(target_arch = "x86", target_arch = "x86_64"))
-    } else {
-        target.starts_with("x86") || target.starts_with("i686") || target.starts_with("i586")
-    };
-    let vnni = target_features
-        .split(',')
-        .any(|f| matches!(f, "avxvnni" | "avx512vnni"));
-    is_x86 && !vnni
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{reduce_range_default, unmatched_everywhere};
+    use super::unmatched_everywhere;
 
     #[test]
     fn a_keep_float_name_is_unmatched_only_when_no_model_has_it() {
@@ -579,18 +564,5 @@ mod tests {
         let per_model = [vec!["a".to_owned(), "b".to_owned()], vec!["b".to_owned()]];
         assert_eq!(unmatched_everywhere(&names, &per_model), ["b"]);
         assert!(unmatched_everywhere(&names, &[]).is_empty());
-    }
-
-    #[test]
-    fn reduce_range_is_the_default_on_x86_without_vnni_only() {
-        let avx2 = "avx,avx2,fma,fxsr,sse,sse2";
-        assert!(reduce_range_default("x86_64-unknown-linux-gnu", avx2));
-        assert!(reduce_range_default("i686-pc-windows-msvc", "sse2"));
-        assert!(!reduce_range_default(
-            "x86_64-unknown-linux-gnu",
-            "avx2,avx512f,avx512vnni,fma"
-        ));
-        assert!(!reduce_range_default("x86_64-apple-darwin", "avx2,avxvnni"));
-        assert!(!reduce_range_default("aarch64-unknown-linux-gnu", "neon"));
     }
 }

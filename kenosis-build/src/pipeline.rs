@@ -47,6 +47,9 @@ pub struct QuantizeOptions {
     /// Fidelity floor checked on held-out calibration samples; ops are kept in FP32, most
     /// sensitive first, until it holds (see [`crate::fidelity`]).
     pub fidelity_target: Option<fidelity::Target>,
+    /// How the fidelity check runs the INT8 model: on the build machine's integer kernels, or
+    /// on the QDQ reference where those differ from the target's (see [`crate::kernels`]).
+    pub evaluation: crate::kernels::Evaluation,
 }
 
 impl Default for QuantizeOptions {
@@ -61,6 +64,10 @@ impl Default for QuantizeOptions {
             bias_correction: true,
             gptq_rounding: true,
             fidelity_target: None,
+            evaluation: crate::kernels::Evaluation::for_kernels(
+                crate::kernels::IntegerKernels::of_target("", ""),
+                crate::kernels::IntegerKernels::of_host(),
+            ),
         }
     }
 }
@@ -361,8 +368,14 @@ pub fn quantize_decoded(
         // Measured on a fifth of the calibration samples: held out of range calibration
         // when a target is set (see `data` above), shared with it otherwise.
         let eval_samples = &data.samples[data.samples.len() - held_out..];
-        let evaluator =
-            fidelity::Evaluator::new(&model, &compared, &input_names, eval_samples, path)?;
+        let evaluator = fidelity::Evaluator::new(
+            &model,
+            &compared,
+            &input_names,
+            eval_samples,
+            path,
+            options.evaluation,
+        )?;
         let graph = model.graph.as_ref().expect("normalized");
         // Ops whose quantization adds error of its own: those with an integer kernel, and
         // Gathers from a constant table, whose table is stored as uint8 (other data-movement
@@ -394,7 +407,16 @@ pub fn quantize_decoded(
             &evaluator,
             built,
             options.fidelity_target,
-            || fidelity::Evaluator::new(&model, &compared, &input_names, ranking_samples, path),
+            || {
+                fidelity::Evaluator::new(
+                    &model,
+                    &compared,
+                    &input_names,
+                    ranking_samples,
+                    path,
+                    options.evaluation,
+                )
+            },
             &candidates,
             &mut kept,
             build,

@@ -76,12 +76,16 @@ impl Report {
             .collect();
         let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
             format!(
-                "; vs FP32 on {} {} samples: {}cosine {:.4}{}, top-1 {:.0}%{}",
+                "; vs FP32 on {} {} samples{}: {}cosine {:.4}{}, top-1 {:.0}%{}",
                 f.samples,
                 if f.held_out {
                     "held-out"
                 } else {
                     "calibration"
+                },
+                match f.evaluation {
+                    crate::kernels::Evaluation::HostKernels => String::new(),
+                    e => format!(", measured on {}", e.describe()),
                 },
                 f.compared_tensor
                     .as_ref()

@@ -106,7 +106,7 @@ pub fn config_fragment(host_dir: &Path, target: Option<(&Platform, &Path)>) -> S
              rustc-link-lib = [\"onnxruntime\"]\n\
              dylib = {}\n",
             platform.cross_gcc,
-            toml_string(&format!("native={}", dir.display())),
+            toml_string(format!("native={}", dir.display())),
             toml_string(dir.join(LIB_FILE)),
         );
     }

@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! classify [IMAGE.jpg]
+//! classify --logits IMAGE.jpg...
 //! ```
-//! Without an argument it classifies an image compiled into the binary.
+//! Without an argument it classifies an image compiled into the binary. With `--logits` it
+//! prints the INT8 model's logits for each image, one line each (`path<TAB>l0,l1,...`), for
+//! comparing a device's results with the build machine's.
 
 mod preprocess;
 
@@ -44,10 +47,10 @@ const DEFAULT_IMAGE: &[u8] = include_bytes!("../images/n07873807_pizza.JPEG");
 const RUNS: usize = 20;
 const TOP_K: usize = 5;
 
-const USAGE: &str = "usage: classify [IMAGE.jpg]\n\n\
+const USAGE: &str = "usage: classify [IMAGE.jpg]\n       classify --logits IMAGE.jpg...\n\n\
 Classifies a JPEG image (default: a built-in one) with EfficientNet-Lite0, quantized to INT8 at\n\
 build time by Kenosis, and with the FP32 original, and compares their top-5 labels, sizes and\n\
-latencies.";
+latencies. With --logits, prints the INT8 logits of each image (path, tab, comma-separated).";
 
 fn main() -> ExitCode {
     match run() {
@@ -62,7 +65,10 @@ fn main() -> ExitCode {
 fn run() -> Result<()> {
     let int8: &'static EmbeddedModel = EfficientNetLite0.untyped();
 
-    let mut args = std::env::args_os().skip(1);
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.next_if(|a| a == "--logits").is_some() {
+        return print_logits(args.map(std::path::PathBuf::from));
+    }
     let (image_name, jpeg) = match (args.next(), args.next()) {
         (None, _) => (DEFAULT_IMAGE_NAME.to_string(), DEFAULT_IMAGE.to_vec()),
         (Some(arg), None) if arg == "-h" || arg == "--help" => {
@@ -135,6 +141,26 @@ fn run() -> Result<()> {
         "NO"
     };
     println!("{:<26} {agree}", "top-1 agrees");
+    Ok(())
+}
+
+/// Prints `path<TAB>logits` for each image: the INT8 model's 1000 logits, comma-separated.
+fn print_logits(images: impl Iterator<Item = std::path::PathBuf>) -> Result<()> {
+    let mut any = false;
+    for path in images {
+        let jpeg = std::fs::read(&path)
+            .with_context(|| format!("cannot read image {}", path.display()))?;
+        let input = preprocess::preprocess(&jpeg)
+            .with_context(|| format!("cannot decode {}", path.display()))?
+            .insert_axis(Axis(0));
+        let logits = EfficientNetLite0.run(input.view())?;
+        let text: Vec<String> = logits.iter().map(f32::to_string).collect();
+        println!("{}\t{}", path.display(), text.join(","));
+        any = true;
+    }
+    if !any {
+        bail!("--logits needs at least one image\n\n{USAGE}");
+    }
     Ok(())
 }
 

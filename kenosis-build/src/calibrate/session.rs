@@ -44,6 +44,18 @@ pub fn session(
     level: GraphOptimizationLevel,
     threads: usize,
 ) -> Result<Session> {
+    session_with_config(path, model_bytes, level, threads, &[])
+}
+
+/// [`session`] with ONNX Runtime session configuration entries (`key`, `value`), e.g.
+/// `session.disable_quant_qdq`.
+pub fn session_with_config(
+    path: &Path,
+    model_bytes: Vec<u8>,
+    level: GraphOptimizationLevel,
+    threads: usize,
+    config: &[(&str, &str)],
+) -> Result<Session> {
     let rt = |e: ort::Error| Error::Runtime {
         path: path.to_owned(),
         message: e.to_string(),
@@ -60,6 +72,9 @@ pub fn session(
         .map_err(rtb)?
         .with_intra_op_spinning(false)
         .map_err(rtb)?;
+    for (key, value) in config {
+        builder = builder.with_config_entry(key, value).map_err(rtb)?;
+    }
     let file = tempfile::Builder::new()
         .prefix("kenosis-")
         .suffix(".onnx")

@@ -1,0 +1,172 @@
+//! Which integer kernels will run a QDQ model, and so how the build measures what they compute.
+//!
+//! ONNX Runtime's CPU provider fuses QDQ node groups into integer kernels (QLinearConv, QGemm,
+//! MatMulInteger, ...) from its MLAS library, which picks its code path from the CPU at run
+//! time. The paths differ in one way that changes results (ONNX Runtime's quantization
+//! documentation, "When and why do I need to try U8U8?" and reduce-range):
+//! - x86 without VNNI multiplies u8 activations by s8 weights with `VPMADDUBSW`, which adds
+//!   adjacent products in saturating 16-bit lanes: two full-range products (255 · 127 · 2)
+//!   overflow. 7-bit weights (reduce-range) keep every pair sum in range.
+//! - x86 with VNNI (`VPDPBUSD`) and aarch64 (`SDOT`/`UDOT`, or widening multiplies) accumulate
+//!   in 32 bits: the integer result is exact, and equals QDQ's float arithmetic up to float
+//!   rounding.
+//!
+//! The artifact is planned for the target's kernels (reduce-range, see
+//! [`IntegerKernels::wants_reduce_range`]) and measured for them: when the build machine's
+//! kernels saturate where the target's are exact, ONNX Runtime runs the QDQ graph unfused
+//! instead ([`Evaluation::QdqReference`]).
+//!
+//! The other mismatch, exact kernels on the build machine for a target whose kernels
+//! saturate, needs nothing: the target's default is reduce-range, whose pair sums cannot
+//! saturate, so both compute the same. Only a user who turns reduce-range off for such a
+//! target ships what the build cannot measure (neither evaluation saturates).
+
+use serde::{Deserialize, Serialize};
+
+/// How a CPU's integer kernels accumulate u8 · s8 products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IntegerKernels {
+    /// Pairs of products summed in saturating 16-bit lanes: x86 without VNNI.
+    SaturatingPairs,
+    /// 32-bit accumulation, exact: x86 with VNNI, aarch64 and every other architecture.
+    Exact,
+}
+
+impl IntegerKernels {
+    /// The kernels of a cargo target: `triple` (empty: the machine this code runs on) and its
+    /// comma-separated enabled target features (cargo's `CARGO_CFG_TARGET_FEATURE`).
+    ///
+    /// An x86 target is taken to lack VNNI unless its features enable `avxvnni` or
+    /// `avx512vnni` (e.g. `-C target-cpu=native` on such a CPU): a generic x86-64 binary may
+    /// run on any x86-64 CPU.
+    pub fn of_target(triple: &str, target_features: &str) -> Self {
+        let is_x86 = if triple.is_empty() {
+            cfg!(any(target_arch = "x86", target_arch = "x86_64"))
+        } else {
+            triple.starts_with("x86") || triple.starts_with("i686") || triple.starts_with("i586")
+        };
+        let vnni = target_features
+            .split(',')
+            .any(|f| matches!(f, "avxvnni" | "avx512vnni"));
+        if is_x86 && !vnni {
+            Self::SaturatingPairs
+        } else {
+            Self::Exact
+        }
+    }
+
+    /// The kernels ONNX Runtime picks on the machine this code runs on (the build machine,
+    /// inside a build script), from the CPU's features at run time, as MLAS does.
+    pub fn of_host() -> Self {
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        {
+            if std::arch::is_x86_feature_detected!("avx512vnni")
+                || std::arch::is_x86_feature_detected!("avxvnni")
+            {
+                Self::Exact
+            } else {
+                Self::SaturatingPairs
+            }
+        }
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        {
+            Self::Exact
+        }
+    }
+
+    /// Whether weights should be 7-bit (reduce-range) for these kernels: only where pair sums
+    /// saturate; elsewhere 8-bit weights halve the rounding error at the same speed.
+    pub fn wants_reduce_range(self) -> bool {
+        self == Self::SaturatingPairs
+    }
+}
+
+/// How the fidelity check runs the INT8 model, so that it measures what the target computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evaluation {
+    /// ONNX Runtime at its default optimization level on the build machine, as users run the
+    /// model: its integer kernels are the target's kind.
+    #[default]
+    HostKernels,
+    /// ONNX Runtime with its QDQ fusions off (session option `session.disable_quant_qdq`):
+    /// every DequantizeLinear → float op → QuantizeLinear group runs as written, which is
+    /// what exact integer kernels compute, up to float rounding. Used when the build
+    /// machine's kernels saturate and the target's do not.
+    QdqReference,
+}
+
+impl Evaluation {
+    /// The evaluation that measures what `target`'s kernels compute on a build machine with
+    /// `host`'s (see the module documentation).
+    pub fn for_kernels(target: IntegerKernels, host: IntegerKernels) -> Self {
+        match (target, host) {
+            (IntegerKernels::Exact, IntegerKernels::SaturatingPairs) => Self::QdqReference,
+            _ => Self::HostKernels,
+        }
+    }
+
+    /// For reports: what ran the model.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::HostKernels => "the build machine's integer kernels",
+            Self::QdqReference => {
+                "QDQ reference arithmetic (the build machine's integer kernels saturate, the target's do not)"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Evaluation, IntegerKernels};
+
+    #[test]
+    fn only_x86_without_vnni_saturates() {
+        let of = IntegerKernels::of_target;
+        let avx2 = "avx,avx2,fma,sse,sse2";
+        assert_eq!(
+            of("x86_64-unknown-linux-gnu", avx2),
+            IntegerKernels::SaturatingPairs
+        );
+        assert_eq!(
+            of("i686-pc-windows-msvc", "sse2"),
+            IntegerKernels::SaturatingPairs
+        );
+        assert_eq!(
+            of("x86_64-unknown-linux-gnu", "avx2,avx512f,avx512vnni"),
+            IntegerKernels::Exact
+        );
+        assert_eq!(
+            of("x86_64-apple-darwin", "avx2,avxvnni"),
+            IntegerKernels::Exact
+        );
+        assert_eq!(
+            of("aarch64-unknown-linux-gnu", "neon"),
+            IntegerKernels::Exact
+        );
+        assert!(of("x86_64-unknown-linux-gnu", avx2).wants_reduce_range());
+        assert!(!of("aarch64-unknown-linux-gnu", "neon").wants_reduce_range());
+    }
+
+    #[test]
+    fn only_a_saturating_host_for_an_exact_target_needs_the_qdq_reference() {
+        use IntegerKernels::{Exact, SaturatingPairs};
+        assert_eq!(
+            Evaluation::for_kernels(Exact, Exact),
+            Evaluation::HostKernels
+        );
+        assert_eq!(
+            Evaluation::for_kernels(SaturatingPairs, SaturatingPairs),
+            Evaluation::HostKernels
+        );
+        assert_eq!(
+            Evaluation::for_kernels(Exact, SaturatingPairs),
+            Evaluation::QdqReference
+        );
+        assert_eq!(
+            Evaluation::for_kernels(SaturatingPairs, Exact),
+            Evaluation::HostKernels
+        );
+    }
+}
