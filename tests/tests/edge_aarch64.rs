@@ -45,8 +45,7 @@ fn cross_config() -> Option<PathBuf> {
 
 /// `cargo build --release --target aarch64` in `dir` with `args`, in the shared cross target
 /// folder, with none of the ONNX Runtime variables of this process: only config files speak.
-/// Returns the combined output.
-fn cross_build(dir: &Path, args: &[&str]) -> String {
+fn cross_build(dir: &Path, args: &[&str]) {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(dir)
         .args(["build", "--release", "--target", TARGET])
@@ -71,7 +70,6 @@ fn cross_build(dir: &Path, args: &[&str]) -> String {
         "cross build in {} failed:\n{text}",
         dir.display()
     );
-    text
 }
 
 fn cross_target_dir() -> PathBuf {
@@ -413,11 +411,8 @@ fn main() {
         std::fs::write(dir.join("calib").join(format!("{name}.npy")), npy).expect("write npy");
     }
 
-    let output = cross_build(dir, &[]);
-    assert!(
-        output.contains("kenosis: quantized models/efficientnet_lite0.onnx"),
-        "{output}"
-    );
+    // Its calibration tensors are the example's: the artifact may come from the shared cache.
+    cross_build(dir, &[]);
     let binary = cross_target_dir().join(TARGET).join("release/edge-app");
     let readelf = Command::new("aarch64-linux-gnu-readelf")
         .args(["-d"])

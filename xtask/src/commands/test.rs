@@ -31,9 +31,13 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     // arguments. The parsed `Args` only serve `--help`. (argv is `xtask test ARGS...`: xtask
     // has no global options.)
     let args: Vec<OsString> = env::args_os().skip(2).collect();
+    let cross_config = cross_config()?;
     let mut cmd = cargo::command(&ort);
     if let Some(models) = models {
         cmd.env("KENOSIS_MODELS", models);
+    }
+    if let Some(config) = cross_config {
+        cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
     cmd.arg("test");
     if !selects_packages(&args) {
@@ -41,6 +45,35 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     }
     cmd.args(args);
     cargo::run(cmd)
+}
+
+/// The target `tests/tests/edge_aarch64.rs` cross-builds for and runs under qemu.
+const CROSS_TARGET: &str = "aarch64-unknown-linux-gnu";
+
+/// Provisions the aarch64 cross build (its ONNX Runtime, the Debian cross tools, the rustup
+/// target) as `cargo xtask setup-ort --target` does, and writes the fragment that prints to
+/// `target/ort/<version>/<triple>.cargo-config.toml`, returning that path. On an x86-64 Linux
+/// host only; a failure fails the run under `CI=true` and skips the edge tests otherwise.
+fn cross_config() -> Result<Option<PathBuf>> {
+    let ci = env::var("CI").is_ok_and(|v| v == "true");
+    if ort::Platform::host().is_none_or(|h| h.triple != "x86_64-unknown-linux-gnu") {
+        return Ok(None);
+    }
+    let provisioned =
+        crate::commands::setup_ort::provision(Some(CROSS_TARGET), None).and_then(|fragment| {
+            let path = ort::default_lib_dir(&crate::workspace_root())
+                .join(format!("{CROSS_TARGET}.cargo-config.toml"));
+            std::fs::write(&path, fragment)?;
+            Ok(path)
+        });
+    match provisioned {
+        Ok(path) => Ok(Some(path)),
+        Err(err) if ci => Err(err.context("setting up the aarch64 cross build for the edge tests")),
+        Err(err) => {
+            eprintln!("xtask: warning: no aarch64 cross build, the edge tests will skip: {err:#}");
+            Ok(None)
+        }
+    }
 }
 
 /// Whether the cargo arguments (before `--`) pick packages themselves: `--workspace` would
