@@ -130,22 +130,22 @@ fn remedy(target: &str) -> String {
     let source = if published.contains(&target) {
         format!(
             "PyPI's onnxruntime wheels carry ONNX Runtime for {target}: `cargo xtask setup-ort \
-             --target {target}` in the Kenosis repository fetches it and prints the \
-             .cargo/config.toml tables to add"
+             --target {target}` in the Kenosis repository fetches it and prints these tables \
+             filled in"
         )
     } else {
         format!(
             "No ONNX Runtime build for {target} is published on PyPI (wheels exist for \
-             x86_64-unknown-linux-gnu and aarch64-unknown-linux-gnu only); build ONNX Runtime \
+             x86_64-unknown-linux-gnu and aarch64-unknown-linux-gnu only): build ONNX Runtime \
              for {target} from source"
         )
     };
     format!(
-        "{source}, then point cargo at it for this target in .cargo/config.toml:\n\n\
+        "{source}. Give cargo the target's library in .cargo/config.toml:\n\n\
          [target.{target}.onnxruntime]\n\
          rustc-link-search = [\"native=/path/to/{target}/lib\"]\n\
          rustc-link-lib = [\"onnxruntime\"]\n\
          dylib = \"/path/to/{target}/lib/libonnxruntime.so\"\n\n\
-         (ORT_LIB_PATH then stays the build machine's library, which kenosis-build runs.)"
+         (ORT_LIB_PATH stays on the build machine's library, which kenosis-build runs.)"
     )
 }

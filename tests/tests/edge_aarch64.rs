@@ -45,7 +45,8 @@ fn cross_config() -> Option<PathBuf> {
 
 /// `cargo build --release --target aarch64` in `dir` with `args`, in the shared cross target
 /// folder, with none of the ONNX Runtime variables of this process: only config files speak.
-fn cross_build(dir: &Path, args: &[&str]) {
+/// Returns whether it succeeded, and its output.
+fn try_cross_build(dir: &Path, args: &[&str]) -> (bool, String) {
     let mut cmd = Command::new(env!("CARGO"));
     cmd.current_dir(dir)
         .args(["build", "--release", "--target", TARGET])
@@ -65,11 +66,13 @@ fn cross_build(dir: &Path, args: &[&str]) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(
-        output.status.success(),
-        "cross build in {} failed:\n{text}",
-        dir.display()
-    );
+    (output.status.success(), text)
+}
+
+/// [`try_cross_build`], which must succeed.
+fn cross_build(dir: &Path, args: &[&str]) {
+    let (ok, text) = try_cross_build(dir, args);
+    assert!(ok, "cross build in {} failed:\n{text}", dir.display());
 }
 
 fn cross_target_dir() -> PathBuf {
@@ -320,11 +323,11 @@ fn logits(model: &EmbeddedModel, images: &[PathBuf]) -> Vec<Vec<f32>> {
         .collect()
 }
 
-#[test]
-fn a_downstream_crate_with_only_the_printed_fragment_ships_one_binary() {
-    let (Some(shared), Some(config)) = (shared_dir(), cross_config()) else {
-        return;
-    };
+/// A crate outside this workspace, as a user writes it: `kenosis-runtime` with `bundled-ort`,
+/// `discover()` in `build.rs`, EfficientNet-Lite0 calibrated on the example's images, a `main`
+/// that prints `path<TAB>logits` for raw f32 `[3, 224, 224]` tensor files, and
+/// `cargo_config` as its `.cargo/config.toml`.
+fn downstream_crate(shared: &Path, cargo_config: &str) -> tempfile::TempDir {
     let root = workspace_root();
     let krate = tempfile::tempdir().expect("tempdir");
     let dir = krate.path();
@@ -356,11 +359,7 @@ opt-level = 3
             build = root.join("kenosis-build").display(),
         ),
     );
-    // The very text setup-ort printed, and nothing else.
-    write(
-        ".cargo/config.toml",
-        &std::fs::read_to_string(&config).expect("the fragment"),
-    );
+    write(".cargo/config.toml", cargo_config);
     // The workspace's lock file pins the same dependency versions (and shares their builds).
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("Cargo.lock");
     write(
@@ -411,6 +410,18 @@ fn main() {
         std::fs::write(dir.join("calib").join(format!("{name}.npy")), npy).expect("write npy");
     }
 
+    krate
+}
+
+#[test]
+fn a_downstream_crate_with_only_the_printed_fragment_ships_one_binary() {
+    let (Some(shared), Some(config)) = (shared_dir(), cross_config()) else {
+        return;
+    };
+    // The very text setup-ort printed, and nothing else.
+    let fragment = std::fs::read_to_string(&config).expect("the fragment");
+    let krate = downstream_crate(&shared, &fragment);
+    let dir = krate.path();
     // Its calibration tensors are the example's: the artifact may come from the shared cache.
     cross_build(dir, &[]);
     let binary = cross_target_dir().join(TARGET).join("release/edge-app");
@@ -446,4 +457,24 @@ fn main() {
         "top-1 agrees on {top1} of {IMAGES} images"
     );
     assert!(cosine >= MIN_COSINE, "mean cosine {cosine:.4}");
+}
+
+#[test]
+fn a_target_without_its_own_library_fails_naming_what_to_provide() {
+    let (Some(shared), Some(config)) = (shared_dir(), cross_config()) else {
+        return;
+    };
+    // The fragment without its target tables: ort-sys would link the host's library.
+    let fragment = std::fs::read_to_string(&config).expect("the fragment");
+    let env_only = &fragment[..fragment.find("\n[target.").expect("a [target.] table")];
+    let krate = downstream_crate(&shared, env_only);
+    let (ok, output) = try_cross_build(krate.path(), &[]);
+    assert!(!ok, "the build must fail:\n{output}");
+    for expected in [
+        "cannot be used for aarch64-unknown-linux-gnu: it is built for X86_64",
+        "[target.aarch64-unknown-linux-gnu.onnxruntime]",
+        "dylib = ",
+    ] {
+        assert!(output.contains(expected), "no `{expected}` in:\n{output}");
+    }
 }

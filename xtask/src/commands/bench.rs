@@ -1,6 +1,7 @@
 //! `cargo xtask bench [--quick] [--models A,B] [-- BENCH ARGS]`: Kenosis INT8 against FP32
 //! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
-//! and `target/bench/bench.md`.
+//! and `target/bench/bench.md`; then the deployment costs of `bundled-ort`
+//! (`target/bench/deploy.md`, see [`super::bench_deploy`]).
 //!
 //! The ORT-quantizer column runs `onnxruntime.quantization.quantize_static` in a Python venv
 //! at `target/bench-venv`, created and filled with `pip` when missing. Without Python or
@@ -34,6 +35,9 @@ pub struct Args {
     /// (default: all)
     #[arg(long, value_name = "A,B")]
     models: Option<String>,
+    /// Only the deployment costs of bundled-ort (binary size, first inference, memory)
+    #[arg(long)]
+    deploy_only: bool,
     /// More arguments for the bench binary, after `--` (see `cargo xtask bench -- --help`)
     #[arg(last = true, value_name = "BENCH ARGS")]
     args: Vec<OsString>,
@@ -42,6 +46,11 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let root = crate::workspace_root();
     let ort = ort::ensure(&ort::default_lib_dir(&root))?;
+    let out = root.join("target").join("bench");
+    if args.deploy_only {
+        super::bench_deploy::run(&ort, &out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // The coverage-latency and peak-memory rows use the fetched models.
     let models = super::test::check_shared_dir()?
         .as_deref()
@@ -76,7 +85,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     cmd.args(args.args);
-    cargo::run(cmd)
+    let code = cargo::run(cmd)?;
+    super::bench_deploy::run(&ort, &out)?;
+    Ok(code)
 }
 
 /// The venv's Python, creating the venv and installing [`REQUIRED`] (and [`OPTIONAL`]) first
