@@ -123,6 +123,20 @@ pub fn session(
     level: GraphOptimizationLevel,
     save_optimized: Option<&Path>,
 ) -> Session {
+    session_with_config(bytes, level, save_optimized, &[])
+}
+
+/// The QDQ reference `kenosis_build::kernels::Evaluation::QdqReference` measures with: ORT's
+/// QDQ fusions off.
+pub const QDQ_REFERENCE_CONFIG: [(&str, &str); 1] = [("session.disable_quant_qdq", "1")];
+
+/// [`session`] with ORT session configuration entries, e.g. [`QDQ_REFERENCE_CONFIG`].
+pub fn session_with_config(
+    bytes: &[u8],
+    level: GraphOptimizationLevel,
+    save_optimized: Option<&Path>,
+    config: &[(&str, &str)],
+) -> Session {
     let env =
         kenosis_build::calibrate::session::environment(Path::new("test")).expect("ORT environment");
     let mut b = Session::builder(env)
@@ -131,6 +145,9 @@ pub fn session(
         .expect("level")
         .with_intra_threads(1)
         .expect("threads");
+    for (key, value) in config {
+        b = b.with_config_entry(key, value).expect("config entry");
+    }
     if let Some(p) = save_optimized {
         b = b.with_optimized_model_path(p).expect("optimized path");
     }

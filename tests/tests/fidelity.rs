@@ -333,3 +333,74 @@ fn gptq_rounding_lowers_output_error_on_squeezenet() {
         },
     );
 }
+
+/// An artifact measured on the QDQ reference (what a build machine whose integer kernels
+/// saturate uses for an exact-kernel target such as aarch64): ORT runs it with no integer
+/// kernel, and the report's cosine is that unfused graph's, on the held-out fifth.
+#[test]
+fn the_qdq_reference_measures_the_artifact_unfused() {
+    let Some(shared) = shared_dir() else { return };
+    let model_path = shared.join("models/efficientnet_lite0.onnx");
+    let fp32 = std::fs::read(&model_path).expect("model file");
+    let files = imagenet_files(&shared);
+    let samples = load_batch(&files[..20], Preprocess::RgbCentered);
+    let options = QuantizeOptions {
+        reduce_range: false,
+        evaluation: kenosis_build::kernels::Evaluation::QdqReference,
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(
+        &model_path,
+        &fp32,
+        &Calibration::Data(calibration(&samples)),
+        &options,
+    )
+    .expect("quantizes");
+    let fidelity = q.report.fidelity.as_ref().expect("measured");
+    assert_eq!(
+        fidelity.evaluation,
+        kenosis_build::kernels::Evaluation::QdqReference
+    );
+    assert!(
+        q.report
+            .summary_line()
+            .contains("measured on QDQ reference arithmetic"),
+        "{}",
+        q.report.summary_line()
+    );
+
+    // No integer kernel runs the reference.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let optimized = tmp.path().join("reference.onnx");
+    let mut reference = session_with_config(
+        &q.bytes,
+        GraphOptimizationLevel::All,
+        Some(&optimized),
+        &QDQ_REFERENCE_CONFIG,
+    );
+    let ops = op_types(&optimized);
+    assert_eq!(
+        conv_counts(&ops).0,
+        0,
+        "QLinearConv in the reference: {ops:?}"
+    );
+    assert!(ops.iter().any(|op| op == "DequantizeLinear"), "{ops:?}");
+
+    // The report's cosine is the reference's on the held-out fifth (the last 4 of 20).
+    let mut fp32_session = session(&fp32, GraphOptimizationLevel::All, None);
+    let held_out = &samples[samples.len() - fidelity.samples..];
+    let cosine: f64 = held_out
+        .iter()
+        .map(|x| {
+            kenosis_build::fidelity::cosine(&run(&mut fp32_session, x), &run(&mut reference, x))
+        })
+        .sum::<f64>()
+        / held_out.len() as f64;
+    // Tight enough to tell the fused kernels apart: on a VNNI machine, where both are
+    // exact, they differ from the reference in the fifth decimal through float rounding.
+    assert!(
+        (cosine - fidelity.measured.mean_cosine).abs() < 1e-6,
+        "report {:.5}, reference {cosine:.5}",
+        fidelity.measured.mean_cosine
+    );
+}

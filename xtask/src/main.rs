@@ -9,6 +9,7 @@
 mod cargo;
 mod commands;
 mod cross;
+mod docs;
 mod ort;
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! built twice for this machine, linking ONNX Runtime dynamically and embedding it, then
 //! measured for binary size, time to the first inference (process start to the INT8 logits
 //! printed, ONNX Runtime load and session creation included) and peak resident memory.
-//! Written to `target/bench/deploy.md`, the "Deployment" section of `docs/benchmarks.md`.
+//! Written to `target/bench/deploy.md` and to the `deploy` section of `docs/benchmarks.md`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,7 +58,13 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     std::fs::create_dir_all(out)?;
     let path = out.join("deploy.md");
     std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("xtask: wrote {}\n{text}", path.display());
+    let docs = crate::docs::benchmarks_md();
+    crate::docs::write_section(&docs, "deploy", &text)?;
+    eprintln!(
+        "xtask: wrote {} and {}\n{text}",
+        path.display(),
+        docs.display()
+    );
     Ok(())
 }
 
