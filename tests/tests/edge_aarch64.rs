@@ -323,6 +323,66 @@ fn logits(model: &EmbeddedModel, images: &[PathBuf]) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// The published crates, which the downstream crate takes from `cargo package`'s output.
+const PUBLISHED: [&str; 5] = [
+    "kenosis-options",
+    "kenosis-manifest",
+    "kenosis-macros",
+    "kenosis-runtime",
+    "kenosis-build",
+];
+
+/// The downstream crate's `Cargo.toml`: registry-style dependencies, served from the packaged
+/// crates that `cargo xtask test` made (`KENOSIS_PACKAGED_DIR`, through `[patch.crates-io]`),
+/// or from this repository's folders when run without it (outside CI only).
+fn downstream_manifest() -> String {
+    let root = workspace_root();
+    let sources: Vec<(&str, PathBuf)> = match std::env::var_os("KENOSIS_PACKAGED_DIR") {
+        Some(dir) => PUBLISHED
+            .iter()
+            .map(|name| (*name, Path::new(&dir).join(format!("{name}-0.1.0"))))
+            .collect(),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("KENOSIS_PACKAGED_DIR is unset under CI=true: run through `cargo xtask test`")
+        }
+        None => PUBLISHED
+            .iter()
+            .map(|name| (*name, root.join(name)))
+            .collect(),
+    };
+    let patches: String = sources
+        .iter()
+        .map(|(name, dir)| {
+            assert!(
+                dir.join("Cargo.toml").is_file(),
+                "no crate at {}",
+                dir.display()
+            );
+            format!("{name} = {{ path = \"{}\" }}\n", dir.display())
+        })
+        .collect();
+    format!(
+        r#"[package]
+name = "edge-app"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+kenosis-runtime = {{ version = "0.1", features = ["bundled-ort"] }}
+
+[build-dependencies]
+kenosis-build = "0.1"
+
+[profile.release.package.kenosis-build]
+opt-level = 3
+
+[patch.crates-io]
+{patches}
+[workspace]
+"#
+    )
+}
+
 /// A crate outside this workspace, as a user writes it: `kenosis-runtime` with `bundled-ort`,
 /// `discover()` in `build.rs`, EfficientNet-Lite0 calibrated on the example's images, a `main`
 /// that prints `path<TAB>logits` for raw f32 `[3, 224, 224]` tensor files, and
@@ -336,29 +396,7 @@ fn downstream_crate(shared: &Path, cargo_config: &str) -> tempfile::TempDir {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, text).expect("write");
     };
-    write(
-        "Cargo.toml",
-        &format!(
-            r#"[package]
-name = "edge-app"
-version = "0.1.0"
-edition = "2021"
-
-[dependencies]
-kenosis-runtime = {{ path = "{runtime}", features = ["bundled-ort"] }}
-
-[build-dependencies]
-kenosis-build = {{ path = "{build}" }}
-
-[profile.release.package.kenosis-build]
-opt-level = 3
-
-[workspace]
-"#,
-            runtime = root.join("kenosis-runtime").display(),
-            build = root.join("kenosis-build").display(),
-        ),
-    );
+    write("Cargo.toml", &downstream_manifest());
     write(".cargo/config.toml", cargo_config);
     // The workspace's lock file pins the same dependency versions (and shares their builds).
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("Cargo.lock");

@@ -9,7 +9,10 @@ fn the_readme_shows_these_files_verbatim() {
     for file in ["build.rs", "src/main.rs"] {
         let text = std::fs::read_to_string(root.join(file)).expect("quick start file");
         let block = format!("```rust\n{text}```\n");
-        assert!(readme.contains(&block), "README.md does not show {file} verbatim");
+        assert!(
+            readme.contains(&block),
+            "README.md does not show {file} verbatim"
+        );
     }
 }
 

@@ -39,12 +39,40 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     if let Some(config) = cross_config {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
+    if !selects_packages(&args) {
+        cmd.env("KENOSIS_PACKAGED_DIR", package(&ort)?);
+    }
     cmd.arg("test");
     if !selects_packages(&args) {
         cmd.arg("--workspace");
     }
     cmd.args(args);
     cargo::run(cmd)
+}
+
+/// The crates published to the registry, in dependency order.
+pub const PUBLISHED: [&str; 5] = [
+    "kenosis-options",
+    "kenosis-manifest",
+    "kenosis-macros",
+    "kenosis-runtime",
+    "kenosis-build",
+];
+
+/// `cargo package` of the [`PUBLISHED`] crates, with its verification build (each crate built
+/// from its packaged sources, siblings from the packages); returns the folder holding the
+/// `.crate` files and their unpacked sources, for the downstream test.
+fn package(ort: &ort::OrtEnv) -> Result<PathBuf> {
+    let mut cmd = cargo::command(ort);
+    // A developer's uncommitted changes are packaged as they are.
+    cmd.args(["package", "--allow-dirty"]);
+    for name in PUBLISHED {
+        cmd.args(["-p", name]);
+    }
+    if cargo::run(cmd)? != std::process::ExitCode::SUCCESS {
+        bail!("`cargo package` of the published crates failed");
+    }
+    Ok(crate::workspace_root().join("target").join("package"))
 }
 
 /// The target `tests/tests/edge_aarch64.rs` cross-builds for and runs under qemu.
