@@ -27,10 +27,33 @@ pub(crate) fn load() -> Result<(), Error> {
     let mut file = std::fs::File::from(fd);
     file.write_all(LIBRARY)
         .map_err(|e| environment(format!("writing the bundled ONNX Runtime to memory: {e}")))?;
+    release_copied_pages();
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
     ort::init_from(&path)
         .map_err(|e| environment(format!("loading the bundled ONNX Runtime: {e}")))?;
     // The loader maps the file and holds its own reference to it: the descriptor can go.
     drop(file);
     Ok(())
+}
+
+/// Asks the kernel to drop the pages of [`LIBRARY`] that the copy read (`MADV_PAGEOUT`, Linux
+/// 5.4): they are clean pages of the executable file, read again from it if ever touched, and
+/// would otherwise stay resident next to the loaded library for the life of the process. A
+/// hint: where the kernel refuses it, nothing changes.
+fn release_copied_pages() {
+    let page = rustix::param::page_size();
+    let start = LIBRARY.as_ptr() as usize;
+    let first = start.next_multiple_of(page);
+    let end = (start + LIBRARY.len()) / page * page;
+    if end > first {
+        // SAFETY: the range lies inside `LIBRARY`, a static the kernel maps from the
+        // executable; MADV_PAGEOUT never changes memory contents, only residency.
+        let _ = unsafe {
+            rustix::mm::madvise(
+                first as *mut _,
+                end - first,
+                rustix::mm::Advice::LinuxPageOut,
+            )
+        };
+    }
 }
