@@ -22,6 +22,21 @@ pub fn inner_size(dims: &[i64], axis: usize) -> usize {
         .max(1)
 }
 
+/// Whether the float tensor `t` (FLOAT or DOUBLE, inline) holds exactly the number of
+/// values its `dims` declare, judged from the payload's length alone (nothing is decoded or
+/// allocated). Code that sizes buffers from `dims` checks this first, so that declared dims
+/// cannot ask for more memory than the payload's bytes.
+pub fn float_payload_matches_dims(t: &TensorProto) -> bool {
+    let values = match t.data_type() {
+        dtype::FLOAT if t.raw_data.is_some() => t.raw_data().len() / 4,
+        dtype::FLOAT => t.float_data.len(),
+        dtype::DOUBLE if t.raw_data.is_some() => t.raw_data().len() / 8,
+        dtype::DOUBLE => t.double_data.len(),
+        _ => return false,
+    };
+    !super::external::is_external(t) && element_count(&t.dims) == Some(values)
+}
+
 fn check_inline(t: &TensorProto) -> Result<(), String> {
     if super::external::is_external(t) {
         return Err(format!(
