@@ -193,12 +193,21 @@ impl Manifest {
     /// # Errors
     /// [`ManifestError`] when the file is missing, unreadable, not valid JSON or of another version.
     pub fn read(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+        let text = std::fs::read(path).map_err(|source| ManifestError::Io {
             path: path.to_owned(),
             source,
         })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates the bytes of a manifest file; `path` is only named in errors.
+    ///
+    /// # Errors
+    /// [`ManifestError::Json`] when the bytes are not a manifest's JSON,
+    /// [`ManifestError::Version`] when it is of another version.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self, ManifestError> {
         let manifest: Manifest =
-            serde_json::from_str(&text).map_err(|source| ManifestError::Json {
+            serde_json::from_slice(bytes).map_err(|source| ManifestError::Json {
                 path: path.to_owned(),
                 source,
             })?;

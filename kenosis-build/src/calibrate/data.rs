@@ -162,7 +162,15 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
     Ok(data)
 }
 
-fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+/// One calibration sample for input `spec` from the bytes of an `.npy` file: float32 for a
+/// FLOAT input, int64 for an INT64 one, C or Fortran order, checked against the input's
+/// declared dims (a missing leading batch dimension is added).
+///
+/// # Errors
+/// A message (without the file name, which the caller adds) when the bytes are not an
+/// `.npy` file, its header declares more data than it holds (see [`check_npy_size`]), or
+/// its dtype or shape does not fit the input.
+pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
     let value = match spec.elem_type {
         dtype::FLOAT => {
             check_npy_size(bytes, 4)
