@@ -4,12 +4,39 @@
 //! the artifact's own BLAKE3 hash). Both are written to a temporary file in the cache folder
 //! and renamed into place, the report last, so a reader sees either a complete entry or none;
 //! a damaged artifact fails the hash check on read and is rebuilt.
+//!
+//! The hash check proves an entry is whole, not that Kenosis wrote it: keys are computed from
+//! public inputs, so anyone who can write the folder can plant an entry under the right key.
+//! A cache opened with a secret ([`Cache::authenticated`], `KENOSIS_CACHE_KEY` for
+//! [`crate::Config`]) also writes `<key>.mac`, a keyed BLAKE3 hash of the cache key, the
+//! artifact and the report; [`Cache::get`] then returns only entries whose MAC verifies,
+//! so that a writer without the secret cannot forge one (see `docs/cache-trust.md`).
+//!
+//! Builds of one key are serialized by an advisory lock on `<key>.lock`
+//! ([`Cache::lock`]), so that concurrent builds of one model quantize it once. Temporary
+//! files a killed build left behind are removed by [`Cache::open`] once they are
+//! [`ORPHAN_AGE`] old.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::report::Report;
+
+/// Environment variable holding the secret that authenticates cache entries (any non-empty
+/// string; a CI secret). See [`Cache::authenticated`].
+pub const CACHE_KEY_ENV: &str = "KENOSIS_CACHE_KEY";
+
+/// Prefix of the temporary files [`write_atomic`] creates before renaming them into place.
+pub const TEMP_PREFIX: &str = ".kenosis-tmp-";
+
+/// Age after which a temporary file in the cache folder is taken to be a killed build's
+/// orphan and removed by [`Cache::open`]. A live write finishes in far less.
+pub const ORPHAN_AGE: Duration = Duration::from_secs(60 * 60);
+
+/// BLAKE3 `derive_key` context for the MAC key (fixed, per the BLAKE3 spec's advice).
+const MAC_CONTEXT: &str = "kenosis 2026 cache entry MAC v1";
 
 /// Bumped whenever the quantizer's output for the same inputs changes, to invalidate caches.
 const CACHE_FORMAT: u32 = 1;
@@ -42,6 +69,27 @@ impl KeyHasher {
         self
     }
 
+    /// Adds the bytes of the file at `path`, streamed (never held in memory whole).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be read.
+    pub fn add_file(&mut self, path: &Path) -> Result<&mut Self> {
+        let io = |e| Error::io(path, e);
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        self.0.update(&len.to_le_bytes());
+        // At most the length announced above, so that the field boundary holds.
+        let mut reader = std::io::Read::take(file, len);
+        let read = std::io::copy(&mut reader, &mut self.0).map_err(io)?;
+        if read != len {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("changed while being read ({read} of {len} bytes)"),
+            )));
+        }
+        Ok(self)
+    }
+
     /// The key, as 64 hex digits.
     pub fn finish(&self) -> String {
         self.0.finalize().to_hex().to_string()
@@ -49,13 +97,33 @@ impl KeyHasher {
 }
 
 /// A cache folder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Cache {
     dir: PathBuf,
+    /// The key entries are authenticated with, derived from the secret.
+    mac_key: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("dir", &self.dir)
+            .field("authenticated", &self.mac_key.is_some())
+            .finish()
+    }
+}
+
+/// An exclusive lock on one cache key, held until dropped (see [`Cache::lock`]).
+#[derive(Debug)]
+pub struct KeyLock {
+    _file: std::fs::File,
 }
 
 impl Cache {
-    /// Opens (creating if needed) the cache at `dir`.
+    /// Opens (creating if needed) the cache at `dir`, and removes the temporary files a
+    /// killed build left there (those of [`TEMP_PREFIX`] or `tempfile`'s default `.tmp`
+    /// prefix, last modified [`ORPHAN_AGE`] ago or earlier). Entries are not authenticated:
+    /// see [`Cache::authenticated`].
     ///
     /// # Errors
     /// [`Error::Io`] when the folder cannot be created or is not writable.
@@ -63,7 +131,27 @@ impl Cache {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         // Probe writability now, so the error names the cache folder, not a temp file.
         tempfile::NamedTempFile::new_in(&dir).map_err(|e| Error::io(&dir, e))?;
-        Ok(Self { dir })
+        remove_orphans(&dir, ORPHAN_AGE);
+        Ok(Self { dir, mac_key: None })
+    }
+
+    /// This cache with entries authenticated by `secret` (a CI secret, at least 16 bytes
+    /// recommended): [`Cache::put`] writes `<key>.mac`, a keyed BLAKE3 hash (key derived from
+    /// `secret`) over the cache key, the artifact bytes and the report bytes, and
+    /// [`Cache::get`] ignores every entry whose MAC is missing or wrong, so it is rebuilt.
+    pub fn authenticated(mut self, secret: &[u8]) -> Self {
+        self.mac_key = Some(blake3::derive_key(MAC_CONTEXT, secret));
+        self
+    }
+
+    /// Whether entries are authenticated (see [`Cache::authenticated`]).
+    pub fn is_authenticated(&self) -> bool {
+        self.mac_key.is_some()
+    }
+
+    /// The cache folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
@@ -73,37 +161,148 @@ impl Cache {
         )
     }
 
-    /// The artifact bytes and report for `key`, if a complete and intact entry exists.
-    pub fn get(&self, key: &str) -> Option<(Vec<u8>, Report)> {
-        let (model, report) = self.paths(key);
-        let report: Report = serde_json::from_slice(&std::fs::read(report).ok()?).ok()?;
-        let bytes = std::fs::read(model).ok()?;
-        (blake3::hash(&bytes).to_hex().as_str() == report.artifact_blake3)
-            .then_some((bytes, report))
+    fn mac_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.mac"))
     }
 
-    /// Stores an entry atomically.
+    fn mac(mac_key: &[u8; 32], key: &str, artifact: &[u8], report: &[u8]) -> blake3::Hash {
+        let mut h = blake3::Hasher::new_keyed(mac_key);
+        for field in [key.as_bytes(), artifact, report] {
+            h.update(&(field.len() as u64).to_le_bytes());
+            h.update(field);
+        }
+        h.finalize()
+    }
+
+    /// Blocks until this process holds the lock of `key` (`<key>.lock`, an advisory
+    /// `flock`-style lock from the standard library), so that of several builds of one key
+    /// one quantizes while the others wait and then find its entry. Released when the
+    /// returned guard is dropped, or when the process dies.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the lock file when it cannot be created or locked.
+    pub fn lock(&self, key: &str) -> Result<KeyLock> {
+        let path = self.dir.join(format!("{key}.lock"));
+        let io = |e| Error::io(&path, e);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        file.lock().map_err(io)?;
+        Ok(KeyLock { _file: file })
+    }
+
+    /// The artifact bytes and report for `key`, if a complete and intact entry exists (and,
+    /// for an authenticated cache, its MAC verifies). Entry files that are not regular
+    /// files (links to devices, FIFOs) or are larger than protobuf's 2 GiB limit are
+    /// ignored, never read.
+    pub fn get(&self, key: &str) -> Option<(Vec<u8>, Report)> {
+        let (model, report_path) = self.paths(key);
+        let report_bytes = read_bounded(&report_path, MAX_REPORT_BYTES)?;
+        let report: Report = serde_json::from_slice(&report_bytes).ok()?;
+        let bytes = read_bounded(&model, MAX_ARTIFACT_BYTES)?;
+        if blake3::hash(&bytes).to_hex().as_str() != report.artifact_blake3 {
+            return None;
+        }
+        if let Some(mac_key) = &self.mac_key {
+            let stored = read_bounded(&self.mac_path(key), 128)?;
+            let stored = blake3::Hash::from_hex(std::str::from_utf8(&stored).ok()?.trim()).ok()?;
+            // `blake3::Hash` compares in constant time.
+            if Self::mac(mac_key, key, &bytes, &report_bytes) != stored {
+                return None;
+            }
+        }
+        Some((bytes, report))
+    }
+
+    /// Stores an entry atomically (the MAC of an authenticated cache last, so that a reader
+    /// never verifies a MAC against a half-replaced entry).
     ///
     /// # Errors
     /// [`Error::Io`] when writing or renaming fails.
     pub fn put(&self, key: &str, bytes: &[u8], report: &Report) -> Result<()> {
         let (model, report_path) = self.paths(key);
+        let report_bytes = serde_json::to_vec_pretty(report).expect("report serializes");
         write_atomic(&model, bytes)?;
-        write_atomic(
-            &report_path,
-            &serde_json::to_vec_pretty(report).expect("report serializes"),
-        )
+        write_atomic(&report_path, &report_bytes)?;
+        if let Some(mac_key) = &self.mac_key {
+            let mac = Self::mac(mac_key, key, bytes, &report_bytes);
+            write_atomic(&self.mac_path(key), mac.to_hex().as_bytes())?;
+        }
+        Ok(())
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+/// Largest artifact [`Cache::get`] reads: protobuf's limit for one message.
+const MAX_ARTIFACT_BYTES: u64 = i32::MAX as u64;
+/// Largest report [`Cache::get`] reads.
+const MAX_REPORT_BYTES: u64 = 64 << 20;
+
+/// The bytes of `path` when it is a regular file (symlinks followed) of at most `limit`
+/// bytes; `None` otherwise or on any error.
+fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    // Checked before opening too: opening a FIFO for reading blocks until a writer comes.
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > limit {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
+    // `take`: the file may grow after the size check.
+    file.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= limit).then_some(bytes)
+}
+
+/// Removes the temporary files in `dir` (names starting with [`TEMP_PREFIX`] or `.tmp`)
+/// last modified `age` ago or earlier. Best effort: errors are ignored. Returns how many
+/// were removed.
+pub fn remove_orphans(dir: &Path, age: Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(TEMP_PREFIX) || name.starts_with(".tmp")) {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow symlinks: only plain files are removed.
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .is_some_and(|m| {
+                m.modified()
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|elapsed| elapsed >= age)
+            });
+        if old && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Writes `bytes` to `path` through a temporary file (prefix [`TEMP_PREFIX`]) in the same
+/// folder and a rename.
 ///
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let io = |e: std::io::Error| Error::io(path, e);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(io)?;
     tmp.write_all(bytes).map_err(io)?;
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
@@ -126,5 +325,58 @@ mod tests {
         assert_eq!(key(&[b"ab", b"c"]), key(&[b"ab", b"c"]));
         assert_ne!(key(&[b"ab", b"c"]), key(&[b"a", b"bc"]));
         assert_ne!(key(&[b"ab"]), key(&[b"ac"]));
+    }
+
+    #[test]
+    fn orphaned_temporary_files_are_removed_once_old_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = |name: &str, age_secs: u64| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, b"partial").expect("write");
+            let when = std::time::SystemTime::now() - Duration::from_secs(age_secs);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open")
+                .set_modified(when)
+                .expect("set mtime");
+            path
+        };
+        let old_ours = file(".kenosis-tmp-a1b2c3", 2 * 3600);
+        let old_default = file(".tmpXYZ123", 2 * 3600);
+        let fresh = file(".kenosis-tmp-d4e5f6", 10);
+        let entry = file("0123.onnx", 2 * 3600);
+        Cache::open(dir.path().to_owned()).expect("cache");
+        assert!(
+            !old_ours.exists() && !old_default.exists(),
+            "orphans removed"
+        );
+        assert!(fresh.exists(), "a write in progress is left alone");
+        assert!(entry.exists(), "entries are not temporary files");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn entry_files_that_are_devices_or_fifos_are_never_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = Cache::open(dir.path().to_owned()).expect("cache");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("k.json")).expect("symlink");
+        assert!(cache.get("k").is_none());
+        let fifo = dir.path().join("f.json");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+        // Opening a FIFO for reading blocks until a writer comes: a hang, were it opened.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = cache.clone();
+        std::thread::spawn(move || tx.send(c.get("f").is_none()).expect("send"));
+        let result = rx.recv_timeout(Duration::from_secs(10));
+        if result.is_err() {
+            // Unblock the reader so the test process can exit.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(result, Ok(true), "a FIFO entry must be skipped, not opened");
     }
 }

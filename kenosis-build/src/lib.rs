@@ -93,6 +93,7 @@ pub struct Config {
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
+    cache_key: Option<String>,
     target: Option<String>,
 }
 
@@ -123,7 +124,7 @@ impl Config {
         self
     }
 
-    /// Calibration samples as `.npy` files (f32 or i64, C order, one sample per file, batch
+    /// Calibration samples as `.npy` files (f32 or i64, C or Fortran order, one sample per file, batch
     /// dimension optional); a multi-input model uses one subfolder per input name, paired by
     /// sorted file name. Applies to the model registered just before, or, called before any
     /// [`Config::model`], to every model without its own folder. Relative paths are resolved
@@ -240,6 +241,16 @@ impl Config {
         self
     }
 
+    /// Authenticates cache entries with `secret` (default: `$KENOSIS_CACHE_KEY` when set and
+    /// non-empty): entries carry a keyed BLAKE3 hash over the cache key, the artifact and its
+    /// report, and an entry whose hash does not verify is rebuilt, never embedded (see
+    /// [`cache::Cache::authenticated`] and `docs/cache-trust.md`). Set it when the cache
+    /// folder is shared with jobs that may write it but must not choose what is embedded.
+    pub fn cache_key(mut self, secret: impl Into<String>) -> Self {
+        self.cache_key = Some(secret.into());
+        self
+    }
+
     /// Overrides `CARGO_MANIFEST_DIR` (base of relative paths).
     pub fn manifest_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.manifest_dir = Some(dir.as_ref().to_owned());
@@ -345,7 +356,14 @@ impl Config {
                 "no model registered; call .model(\"path/to/model.onnx\") or .discover() before .compile()".into(),
             ));
         }
-        let cache = cache::Cache::open(cache_dir)?;
+        let mut cache = cache::Cache::open(cache_dir)?;
+        let secret = match &self.cache_key {
+            Some(k) => Some(k.clone()),
+            None => cargo::env(cache::CACHE_KEY_ENV),
+        };
+        if let Some(secret) = secret.filter(|k| !k.is_empty()) {
+            cache = cache.authenticated(secret.as_bytes());
+        }
         let artifacts_dir = out_dir.join("kenosis");
         std::fs::create_dir_all(&artifacts_dir).map_err(|e| Error::io(&artifacts_dir, e))?;
 
@@ -407,8 +425,23 @@ impl Config {
         options: &QuantizeOptions,
     ) -> Result<(ModelEntry, Vec<String>)> {
         let path = manifest_dir.join(&model.path);
+        // The manifest records these paths for `include_bytes!`: JSON and Rust string
+        // literals carry UTF-8 only.
+        if let Some(bad) = [&path, artifacts_dir]
+            .into_iter()
+            .find(|p| p.to_str().is_none())
+        {
+            return Err(Error::Unsupported {
+                path: path.clone(),
+                reason: format!(
+                    "the path {} is not valid UTF-8, so include_quantized! could not embed it; \
+                     move the model (or the target directory) to a UTF-8 path",
+                    bad.display()
+                ),
+            });
+        }
         cargo::rerun_if_changed(&path);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let bytes = read_regular_file(&path)?;
         let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
 
         let decoded = pipeline::decode(&path, &bytes)?;
@@ -416,9 +449,10 @@ impl Config {
         key.add(&bytes).add(format!("{options:?}").as_bytes());
         let size_fp32 = bytes.len();
         drop(bytes);
+        // `external_files` has checked that each is a regular file inside the model's folder.
         for file in pipeline::external_files(&path, &decoded)? {
             cargo::rerun_if_changed(&file);
-            key.add(&std::fs::read(&file).map_err(|e| Error::io(&file, e))?);
+            key.add_file(&file)?;
         }
         let calibration = match calib {
             Some(dir) => {
@@ -427,7 +461,7 @@ impl Config {
                 for file in calibration_files(&dir)? {
                     let rel = file.strip_prefix(&dir).unwrap_or(&file);
                     key.add(rel.to_string_lossy().as_bytes());
-                    key.add(&std::fs::read(&file).map_err(|e| Error::io(&file, e))?);
+                    key.add_file(&file)?;
                 }
                 Calibration::NpyDir(dir)
             }
@@ -435,7 +469,16 @@ impl Config {
         };
         let key = key.finish();
 
-        let (artifact, report) = match cache.get(&key) {
+        // Concurrent builds of one key quantize once: the others wait here, then find the
+        // entry. Held until this model's artifact is in the cache.
+        let (hit, lock) = match cache.get(&key) {
+            Some(hit) => (Some(hit), None),
+            None => {
+                let lock = cache.lock(&key)?;
+                (cache.get(&key), Some(lock))
+            }
+        };
+        let (artifact, report) = match hit {
             // Byte-identical models share cache entries; the report names this one.
             Some((bytes, report)) => (
                 bytes,
@@ -454,6 +497,7 @@ impl Config {
                 (q.bytes, q.report)
             }
         };
+        drop(lock);
         let stem = path
             .file_stem()
             .map_or("model".into(), |s| s.to_string_lossy().into_owned());
@@ -471,6 +515,7 @@ impl Config {
             source_path,
             artifact_path,
             hash: key,
+            artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
             report_path,
             inputs: report.inputs,
             outputs: report.outputs,
@@ -536,22 +581,50 @@ fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
     }
 }
 
-/// Every file under a calibration folder, recursively, in sorted order (for hashing).
+/// Every `.npy` file under a calibration folder, recursively, in sorted order (for
+/// hashing). Symlinked folders are not entered (a link cycle would never end); a `.npy` that
+/// is not a regular file once symlinks are followed (a FIFO, a link to `/dev/zero`) is an
+/// error, since reading it would hang or never end.
+///
+/// # Errors
+/// [`Error::Io`] for an unreadable folder; [`Error::Calibration`] naming a `.npy` that is
+/// not a regular file.
 fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
-            let p = entry.map_err(|e| Error::io(&d, e))?.path();
-            if p.is_dir() {
+            let entry = entry.map_err(|e| Error::io(&d, e))?;
+            let p = entry.path();
+            let kind = entry.file_type().map_err(|e| Error::io(&p, e))?;
+            if kind.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "npy") {
+                if !std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
+                    return Err(Error::Calibration {
+                        path: p,
+                        reason: "not a regular file (a FIFO, device, socket or broken link)".into(),
+                    });
+                }
                 files.push(p);
             }
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// The bytes of the model file at `path`, which must be a regular file (symlinks followed):
+/// a FIFO would block the build and a device would never end.
+fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidModel {
+            path: path.to_owned(),
+            reason: "not a regular file (a FIFO, device, socket or folder)".into(),
+        });
+    }
+    std::fs::read(path).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

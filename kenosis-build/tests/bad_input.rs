@@ -780,3 +780,435 @@ fn keep_float_names_matching_no_node_are_reported() {
         report.nodes_fp32
     );
 }
+
+// ---- Issue 33: every build input is hostile. -------------------------------------------
+
+/// A version-1 Fortran-order `.npy` of `shape` holding `values` given in row-major order
+/// (written column-major, as `np.save(path, np.asfortranarray(x))` does).
+fn npy_fortran(values: &[f32], shape: &[usize]) -> Vec<u8> {
+    let strides: Vec<usize> = (0..shape.len())
+        .map(|k| shape[k + 1..].iter().product())
+        .collect();
+    let count: usize = shape.iter().product();
+    let mut column_major = Vec::with_capacity(count * 4);
+    for f in 0..count {
+        // The f-th element in column-major order: the first index varies fastest.
+        let (mut rest, mut row_major) = (f, 0);
+        for (k, &d) in shape.iter().enumerate() {
+            row_major += (rest % d) * strides[k];
+            rest /= d;
+        }
+        column_major.extend(values[row_major].to_le_bytes());
+    }
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let mut bytes = npy(&column_major, "<f4", &format!("({},)", dims.join(", ")));
+    let header = String::from_utf8_lossy(&bytes[10..74]).replace("False", "True ");
+    bytes[10..74].copy_from_slice(header.as_bytes());
+    bytes
+}
+
+#[test]
+fn a_fortran_order_npy_is_read_in_its_logical_order() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    let values: Vec<f32> = (0..3 * 8 * 8)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect();
+    let c_order: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.write("calib_c/a.npy", &npy(&c_order, "<f4", "(3, 8, 8)"));
+    s.write("calib_f/a.npy", &npy_fortran(&values, &[3, 8, 8]));
+    let artifact = |dir: &str| {
+        let out = s.path(&format!("out-{dir}"));
+        s.config()
+            .out_dir(&out)
+            .model("m.onnx")
+            .calibration_npy_dir(dir)
+            .compile()
+            .unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let manifest =
+            kenosis_manifest::Manifest::read(&out.join("kenosis-manifest.json")).expect("manifest");
+        std::fs::read(&manifest.models[0].artifact_path).expect("artifact")
+    };
+    // The same logical sample in either layout calibrates the same model (the files
+    // differ, so each is quantized, not served from the cache).
+    assert_eq!(artifact("calib_c"), artifact("calib_f"));
+}
+
+/// `tiny()` with a BatchNormalization after its first Conv, and that Conv's bias cut to
+/// `bias_len` values (of 4 output channels).
+fn tiny_with_batchnorm(bias_len: usize) -> ModelProto {
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "BatchNormalization",
+            "bn".into(),
+            ["conv_raw", "gamma", "beta", "mean", "var"]
+                .map(String::from)
+                .to_vec(),
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    for (name, v) in [("gamma", 1.5), ("beta", 0.1), ("mean", 0.2), ("var", 0.9)] {
+        g.initializer
+            .push(onnx::tensor::from_f32(name, &[4], &[v; 4]));
+    }
+    let bias = g.node[0].input[2].clone();
+    let t = g
+        .initializer
+        .iter_mut()
+        .find(|t| t.name() == bias)
+        .expect("bias");
+    let values = onnx::tensor::to_f32(t).expect("bias values");
+    *t = onnx::tensor::from_f32(&bias, &[bias_len as i64], &values[..bias_len]);
+    m
+}
+
+#[test]
+fn a_conv_bias_shorter_than_its_output_channels_before_batchnorm() {
+    let s = Sandbox::new();
+    s.write("ok.onnx", &tiny_with_batchnorm(4).encode_to_vec());
+    s.config()
+        .out_dir(s.path("out-ok"))
+        .model("ok.onnx")
+        .compile()
+        .expect("the well-formed fold quantizes");
+    let p = s.write("short.onnx", &tiny_with_batchnorm(1).encode_to_vec());
+    let err = s.fail(s.config().model("short.onnx"));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["has 1 bias values for its 4 output channels"]);
+}
+
+#[test]
+fn a_model_without_inputs_given_a_calibration_folder() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    // The input becomes a constant: the model has no input left to calibrate.
+    g.initializer
+        .push(onnx::tensor::from_f32("x", &[1, 3, 8, 8], &[0.5; 3 * 64]));
+    s.write("m.onnx", &m.encode_to_vec());
+    let dir = s.path("calib");
+    s.write("calib/a.npy", &npy(&[0u8; 3 * 64 * 4], "<f4", "(3, 8, 8)"));
+    let err = s.fail(s.config().model("m.onnx").calibration_npy_dir("calib"));
+    assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
+    assert_mentions(&err, &dir, &["no inputs besides its initializers"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_model_path_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let s = Sandbox::new();
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.onnx");
+    let model = s.dir.path().join(name);
+    std::fs::copy(TINY, &model).expect("copy");
+    let err = s.fail(s.config().model(name));
+    assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
+    assert!(err.to_string().contains("caf\u{fffd}.onnx"), "{err}");
+    assert!(err.to_string().contains("is not valid UTF-8"), "{err}");
+}
+
+#[test]
+fn declared_weight_dims_far_beyond_the_payload_before_a_per_channel_mul() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    // The first Conv loses its bias (so the fold would size a new one from the declared
+    // channels) and declares 2^40 output channels over its 108 weights; a Mul by a scalar
+    // (a per-channel shape under broadcasting) follows it.
+    g.node[0].input.truncate(2);
+    let weight = g.node[0].input[1].clone();
+    let w = g
+        .initializer
+        .iter_mut()
+        .find(|t| t.name() == weight)
+        .expect("weight");
+    w.dims = vec![1 << 40, 3, 3, 3];
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "Mul",
+            "mul".into(),
+            vec!["conv_raw".into(), "two".into()],
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    g.initializer
+        .push(onnx::tensor::from_f32("two", &[1, 1, 1, 1], &[2.0]));
+    let p = s.write("huge.onnx", &m.encode_to_vec());
+    // Before the fix this allocated a 2^40-float bias (an abort), not an error.
+    let err = s.fail(s.config().model("huge.onnx"));
+    assert_mentions(&err, &p, &[]);
+    let offline = kenosis_build::pipeline::quantize_offline(&p, &m.encode_to_vec());
+    assert!(offline.is_err(), "offline graph path must refuse it too");
+}
+
+#[test]
+fn npy_headers_declaring_more_than_the_file_holds() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    // A shape of 2^40 rows over 12 bytes of data: the reader would allocate 4 TiB.
+    let huge = s.write(
+        "calib_shape/a.npy",
+        &npy(&[0u8; 12], "<f4", "(1099511627776, 3)"),
+    );
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_shape"),
+    );
+    assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &huge,
+        &["declares shape [1099511627776, 3]", "holds 12 bytes"],
+    );
+
+    // A version-2 header claiming a 4 GiB header in a 76-byte file.
+    let mut bytes = npy(&[0u8; 12], "<f4", "(3,)");
+    bytes[6] = 2;
+    bytes.splice(8..10, 0xffff_fff0u32.to_le_bytes());
+    let long = s.write("calib_header/a.npy", &bytes);
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_header"),
+    );
+    assert_mentions(&err, &long, &["declares 4294967280 header bytes"]);
+
+    // Too few bytes for a declared shape that is otherwise right.
+    let short = s.write("calib_short/a.npy", &npy(&[0u8; 100], "<f4", "(3, 8, 8)"));
+    let err = s.fail(
+        s.config()
+            .model("m.onnx")
+            .calibration_npy_dir("calib_short"),
+    );
+    assert_mentions(&err, &short, &["(768 bytes of data)", "holds 100 bytes"]);
+}
+
+#[test]
+fn synthetic_samples_are_capped_per_option_and_in_total() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    let err = s.fail(s.config().model("m.onnx").synthetic_samples(1 << 40));
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("option `synthetic_samples` must be at most 4096, got 1099511627776"),
+        "{err}"
+    );
+
+    // Each sample is within the per-input limit, all 4096 together are not.
+    let mut m = tiny();
+    let input = &mut m.graph.as_mut().expect("graph").input[0];
+    if let Some(onnx::type_proto::Value::TensorType(t)) =
+        input.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        for d in t.shape.as_mut().expect("shape").dim.iter_mut().skip(2) {
+            d.value = Some(onnx::tensor_shape_proto::dimension::Value::DimValue(256));
+        }
+    }
+    let p = s.write("big.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("big.onnx").synthetic_samples(4096));
+    assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
+    assert_mentions(
+        &err,
+        &p,
+        &[
+            "4096 synthetic samples",
+            "805306368 elements",
+            "over the limit",
+        ],
+    );
+}
+
+#[test]
+fn external_tensors_sharing_bytes_or_too_large_in_total() {
+    let s = Sandbox::new();
+    let (mut m, data) = tiny_with_external_data("weights.bin");
+    // Every tensor reads from offset 0 of a file holding only the largest one: together
+    // they name more bytes than the file has.
+    let mut largest = 0;
+    for t in &mut m.graph.as_mut().expect("graph").initializer {
+        for e in t.external_data.iter_mut() {
+            match e.key() {
+                "offset" => e.value = Some("0".into()),
+                "length" => largest = largest.max(e.value().parse::<usize>().expect("length")),
+                _ => {}
+            }
+        }
+    }
+    s.write("shared/weights.bin", &data[..largest]);
+    let p = s.write("shared/m.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("shared/m.onnx"));
+    assert!(matches!(err, Error::InvalidModel { .. }), "{err:?}");
+    assert_mentions(&err, &p, &["share or overlap byte ranges"]);
+
+    // One tensor of 9 GiB in a sparse file: refused before anything is read.
+    let (mut m, _) = tiny_with_external_data("huge.bin");
+    let nine_gib: u64 = 9 << 30;
+    let t = &mut m.graph.as_mut().expect("graph").initializer[0];
+    for e in t.external_data.iter_mut().filter(|e| e.key() == "length") {
+        e.value = Some(nine_gib.to_string());
+    }
+    std::fs::create_dir_all(s.path("huge")).expect("mkdir");
+    std::fs::File::create(s.path("huge/huge.bin"))
+        .and_then(|f| f.set_len(nine_gib + (1 << 30)))
+        .expect("sparse file");
+    let p = s.write("huge/m.onnx", &m.encode_to_vec());
+    let err = s.fail(s.config().model("huge/m.onnx"));
+    assert_mentions(&err, &p, &["over 8589934588", "protobuf's 2 GB limit"]);
+}
+
+/// Runs `f` on another thread and fails (instead of hanging the suite) when it takes more
+/// than 60 s: a FIFO or `/dev/zero` that is read never ends.
+#[cfg(unix)]
+fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: still running after 60 s (a read that never ends)"))
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn special_files_in_the_model_or_calibration_folder_are_never_read() {
+    use std::os::unix::fs::symlink;
+    let s = std::sync::Arc::new(Sandbox::new());
+    let (m, _) = tiny_with_external_data("weights.bin");
+    let model = m.encode_to_vec();
+
+    // The data file is a link to /dev/zero, then a FIFO.
+    s.write("zero/m.onnx", &model);
+    symlink("/dev/zero", s.path("zero/weights.bin")).expect("symlink");
+    s.write("fifo/m.onnx", &model);
+    mkfifo(&s.path("fifo/weights.bin"));
+    for (dir, problem) in [
+        ("zero", "resolves outside the model's folder"),
+        ("fifo", "is not a regular file"),
+    ] {
+        let sb = s.clone();
+        let err = within_a_minute(dir, move || {
+            let config = sb.config().model(format!("{dir}/m.onnx"));
+            sb.fail(config).to_string()
+        });
+        let p = s.path(&format!("{dir}/m.onnx"));
+        assert!(err.contains(&p.display().to_string()), "{err}");
+        assert!(err.contains(problem), "{dir}: {err}");
+    }
+
+    // The model file itself is a FIFO.
+    mkfifo(&s.path("model-fifo.onnx"));
+    let sb = s.clone();
+    let err = within_a_minute("model FIFO", move || {
+        sb.fail(sb.config().model("model-fifo.onnx")).to_string()
+    });
+    assert!(
+        err.contains("model-fifo.onnx") && err.contains("not a regular file"),
+        "{err}"
+    );
+
+    // A calibration `.npy` that is a link to /dev/zero, then a FIFO.
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    symlink("/dev/zero", s.path("calib_zero/a.npy"))
+        .or_else(|_| {
+            std::fs::create_dir_all(s.path("calib_zero"))?;
+            symlink("/dev/zero", s.path("calib_zero/a.npy"))
+        })
+        .expect("symlink");
+    mkfifo(&s.path("calib_fifo/a.npy"));
+    for dir in ["calib_zero", "calib_fifo"] {
+        let sb = s.clone();
+        let err = within_a_minute(dir, move || {
+            let config = sb.config().model("m.onnx").calibration_npy_dir(dir);
+            sb.fail(config).to_string()
+        });
+        let file = s.path(&format!("{dir}/a.npy"));
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file"), "{dir}: {err}");
+    }
+}
+
+/// The float initializers of an encoded model whose names say they are scales.
+fn scales_of(model: &[u8]) -> Vec<(String, Vec<f32>)> {
+    let graph = ModelProto::decode(model)
+        .expect("artifact")
+        .graph
+        .expect("graph");
+    graph
+        .initializer
+        .iter()
+        .filter(|t| t.data_type() == onnx::dtype::FLOAT && t.name().ends_with("scale"))
+        .map(|t| (t.name().to_owned(), onnx::tensor::to_f32(t).expect("scale")))
+        .collect()
+}
+
+#[test]
+fn a_clip_whose_max_is_below_its_min_is_not_absorbed_and_no_scale_is_zero() {
+    let s = Sandbox::new();
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    // Relu → Clip(0, -6): every output is -6; nothing about it is a range to quantize to.
+    let relu = &mut g.node[1];
+    relu.op_type = Some("Clip".into());
+    relu.input.extend(["clip_min".into(), "clip_max".into()]);
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_min", &[], &[0.0]));
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
+    let p = s.write("clip.onnx", &m.encode_to_vec());
+    let bytes = std::fs::read(&p).expect("model");
+    let check = |what: &str, artifact: &[u8]| {
+        let scales = scales_of(artifact);
+        assert!(
+            !scales.is_empty(),
+            "{what}: the artifact quantizes the first Conv"
+        );
+        for (name, values) in &scales {
+            assert!(
+                values.iter().all(|v| v.is_finite() && *v > 0.0),
+                "{what}: scale `{name}`: {values:?}"
+            );
+        }
+    };
+    // The graph path with every range set to [-1, 1] (the fuzz target's): before the fix
+    // the Clip's empty range was taken as the Conv's, whose scale was stepped down one ulp
+    // at a time (about 10^9 steps) to 0.0.
+    let offline = kenosis_build::pipeline::quantize_offline(&p, &bytes).expect("offline");
+    check("offline", &offline);
+    // The full build calibrates the Conv's output as an ordinary activation.
+    let q = kenosis_build::quantize(
+        &p,
+        &bytes,
+        &kenosis_build::Calibration::Synthetic,
+        &Default::default(),
+    )
+    .expect("quantizes");
+    check("calibrated", &q.bytes);
+    assert_eq!(
+        q.report.ops_quantized.get("Conv"),
+        Some(&1),
+        "{:?}",
+        q.report
+    );
+}

@@ -182,8 +182,54 @@ fn expand(args: &Invocation) -> syn::Result<TokenStream> {
             entry.artifact_path.display()
         )));
     }
+    let artifact = verified_artifact(entry, Path::new(&out_dir))
+        .map_err(|why| error(format!("kenosis: refusing to embed `{written}`: {why}")))?;
 
-    generate(args, entry, &manifest_path).map_err(error)
+    generate(args, entry, &artifact, &manifest_path).map_err(error)
+}
+
+/// The artifact `entry` names, checked before it is embedded: its resolved path (symlinks
+/// followed) must lie inside `out_dir` (resolved too), it must be a regular file of at most
+/// protobuf's 2 GiB limit, and its BLAKE3 must equal the manifest's `artifact_blake3`.
+/// Returns the resolved path, which is what gets `include_bytes!`'d. The manifest is written
+/// by the build script into `OUT_DIR`; these checks keep a manifest edited or planted by
+/// anyone else from embedding a file Kenosis did not write there.
+fn verified_artifact(entry: &ModelEntry, out_dir: &Path) -> Result<PathBuf, String> {
+    use std::io::Read;
+    let shown = entry.artifact_path.display();
+    let out = out_dir
+        .canonicalize()
+        .map_err(|e| format!("OUT_DIR {} cannot be resolved: {e}", out_dir.display()))?;
+    let path = entry
+        .artifact_path
+        .canonicalize()
+        .map_err(|e| format!("its artifact {shown} cannot be resolved: {e}"))?;
+    if !path.starts_with(&out) {
+        return Err(format!(
+            "its artifact {shown} resolves to {}, outside OUT_DIR {}",
+            path.display(),
+            out.display()
+        ));
+    }
+    let file = std::fs::File::open(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    const LIMIT: u64 = i32::MAX as u64;
+    if !meta.is_file() || meta.len() > LIMIT {
+        return Err(format!(
+            "its artifact {shown} is not a regular file of at most {LIMIT} bytes"
+        ));
+    }
+    let mut hasher = blake3::Hasher::new();
+    std::io::copy(&mut file.take(LIMIT + 1), &mut hasher).map_err(|e| format!("{shown}: {e}"))?;
+    let found = hasher.finalize();
+    if found.to_hex().as_str() != entry.artifact_blake3 {
+        return Err(format!(
+            "its artifact {shown} has BLAKE3 {found}, but the manifest records {:?}; \
+             rebuild the crate so its build script writes it again",
+            entry.artifact_blake3
+        ));
+    }
+    Ok(path)
 }
 
 /// The directory relative model paths are resolved against, and the variable it came from.
@@ -226,11 +272,12 @@ fn not_quantized(written: &str, reason: &str) -> String {
 fn generate(
     args: &Invocation,
     entry: &ModelEntry,
+    artifact_path: &Path,
     manifest_path: &Path,
 ) -> Result<TokenStream, String> {
     let lit = &args.path;
     let manifest = path_literal(manifest_path)?;
-    let artifact = path_literal(&entry.artifact_path)?;
+    let artifact = path_literal(artifact_path)?;
     let inputs = entry.inputs.iter().map(tensor_info);
     let outputs = entry.outputs.iter().map(tensor_info);
     let (vis, name) = match &args.item {
@@ -598,4 +645,83 @@ fn element_type(dtype: ElementType) -> TokenStream {
     };
     let variant = Ident::new(variant, Span::call_site());
     quote!(::kenosis_runtime::ElementType::#variant)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Planted {
+        _dir: tempfile::TempDir,
+        out: PathBuf,
+        outside: PathBuf,
+    }
+
+    fn planted() -> Planted {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("kenosis")).expect("mkdir");
+        let outside = dir.path().join("elsewhere.onnx");
+        std::fs::write(&outside, b"bytes kenosis did not write").expect("write");
+        Planted {
+            _dir: dir,
+            out,
+            outside,
+        }
+    }
+
+    fn entry(artifact_path: PathBuf, bytes: &[u8]) -> ModelEntry {
+        ModelEntry {
+            source: "m.onnx".into(),
+            source_path: "/m.onnx".into(),
+            artifact_path,
+            hash: "00".into(),
+            artifact_blake3: blake3::hash(bytes).to_hex().to_string(),
+            report_path: "/m.report.json".into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            options: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_artifact_inside_out_dir_with_the_recorded_hash_is_embedded() {
+        let p = planted();
+        let artifact = p.out.join("kenosis/m.int8.onnx");
+        std::fs::write(&artifact, b"int8 model").expect("write");
+        let path =
+            verified_artifact(&entry(artifact.clone(), b"int8 model"), &p.out).expect("verified");
+        assert_eq!(path, artifact.canonicalize().expect("canonical"));
+    }
+
+    #[test]
+    fn an_artifact_outside_out_dir_is_refused_even_with_the_right_hash() {
+        let p = planted();
+        let bytes = std::fs::read(&p.outside).expect("read");
+        let err = verified_artifact(&entry(p.outside.clone(), &bytes), &p.out).unwrap_err();
+        assert!(err.contains("outside OUT_DIR"), "{err}");
+        // Through `..` or a symlink inside OUT_DIR: the resolved path counts.
+        let dotted = p.out.join("kenosis/../../elsewhere.onnx");
+        let err = verified_artifact(&entry(dotted, &bytes), &p.out).unwrap_err();
+        assert!(err.contains("outside OUT_DIR"), "{err}");
+        #[cfg(unix)]
+        {
+            let link = p.out.join("kenosis/m.int8.onnx");
+            std::os::unix::fs::symlink(&p.outside, &link).expect("symlink");
+            let err = verified_artifact(&entry(link, &bytes), &p.out).unwrap_err();
+            assert!(err.contains("outside OUT_DIR"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_artifact_whose_hash_differs_from_the_manifest_is_refused() {
+        let p = planted();
+        let artifact = p.out.join("kenosis/m.int8.onnx");
+        std::fs::write(&artifact, b"replaced after the build").expect("write");
+        let err = verified_artifact(&entry(artifact, b"int8 model"), &p.out).unwrap_err();
+        assert!(
+            err.contains("has BLAKE3") && err.contains("manifest records"),
+            "{err}"
+        );
+    }
 }

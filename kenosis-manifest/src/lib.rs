@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const MANIFEST_FILE_NAME: &str = "kenosis-manifest.json";
 
 /// Format version; bumped whenever a field changes meaning.
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 
 /// Everything one build script run quantized, one entry per model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +34,9 @@ pub struct ModelEntry {
     pub artifact_path: PathBuf,
     /// Hex content hash (the cache key) the artifact was produced under.
     pub hash: String,
+    /// BLAKE3 of the artifact's bytes (64 lowercase hex digits): `include_quantized!`
+    /// embeds the file only when its bytes hash to this.
+    pub artifact_blake3: String,
     /// Absolute path of the JSON quantization report written next to the artifact.
     pub report_path: PathBuf,
     /// Graph inputs of the artifact, in ONNX order (initializers excluded).
@@ -152,6 +155,15 @@ pub enum ManifestError {
         /// What the JSON parser said.
         source: serde_json::Error,
     },
+    /// A path to record is not valid UTF-8: JSON (and the macro's `include_bytes!`) can only
+    /// carry UTF-8 paths.
+    #[error("kenosis manifest {path}: {} is not valid UTF-8; move the model and OUT_DIR to UTF-8 paths", .entry.display())]
+    NotUtf8 {
+        /// The manifest file.
+        path: PathBuf,
+        /// The path that cannot be recorded (shown lossily).
+        entry: PathBuf,
+    },
     /// Written by an incompatible kenosis-build.
     #[error("kenosis manifest {path} has version {found}, expected {MANIFEST_VERSION}; kenosis-build and kenosis-runtime versions differ")]
     Version {
@@ -181,12 +193,21 @@ impl Manifest {
     /// # Errors
     /// [`ManifestError`] when the file is missing, unreadable, not valid JSON or of another version.
     pub fn read(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+        let text = std::fs::read(path).map_err(|source| ManifestError::Io {
             path: path.to_owned(),
             source,
         })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates the bytes of a manifest file; `path` is only named in errors.
+    ///
+    /// # Errors
+    /// [`ManifestError::Json`] when the bytes are not a manifest's JSON,
+    /// [`ManifestError::Version`] when it is of another version.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self, ManifestError> {
         let manifest: Manifest =
-            serde_json::from_str(&text).map_err(|source| ManifestError::Json {
+            serde_json::from_slice(bytes).map_err(|source| ManifestError::Json {
                 path: path.to_owned(),
                 source,
             })?;
@@ -203,13 +224,27 @@ impl Manifest {
     /// so a macro never reads a half-written manifest.
     ///
     /// # Errors
-    /// [`ManifestError::Io`] when the folder is not writable.
+    /// [`ManifestError::NotUtf8`] when a recorded path is not valid UTF-8 (nothing is
+    /// written); [`ManifestError::Io`] when the folder is not writable.
     pub fn write(&self, path: &Path) -> Result<(), ManifestError> {
         let io = |source| ManifestError::Io {
             path: path.to_owned(),
             source,
         };
-        let text = serde_json::to_string_pretty(self).expect("manifest serializes");
+        let paths = self
+            .models
+            .iter()
+            .flat_map(|m| [&m.source_path, &m.artifact_path, &m.report_path]);
+        if let Some(entry) = paths.into_iter().find(|p| p.to_str().is_none()) {
+            return Err(ManifestError::NotUtf8 {
+                path: path.to_owned(),
+                entry: entry.clone(),
+            });
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|source| ManifestError::Json {
+            path: path.to_owned(),
+            source,
+        })?;
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
@@ -231,5 +266,55 @@ impl Manifest {
 impl Default for Manifest {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(source_path: PathBuf) -> ModelEntry {
+        ModelEntry {
+            source: "m.onnx".into(),
+            source_path,
+            artifact_path: "/out/m.int8.onnx".into(),
+            hash: "00".into(),
+            artifact_blake3: String::new(),
+            report_path: "/out/m.report.json".into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            options: String::new(),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_path_that_is_not_utf8_is_an_error_naming_it_not_a_panic() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let manifest_path = Manifest::path_in(dir.path());
+        let bad = PathBuf::from(std::ffi::OsStr::from_bytes(b"/models/caf\xe9.onnx"));
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            models: vec![entry(bad)],
+        };
+        let err = manifest.write(&manifest_path).unwrap_err();
+        assert!(matches!(err, ManifestError::NotUtf8 { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains("caf\u{fffd}.onnx"), "{message}");
+        assert!(message.contains("is not valid UTF-8"), "{message}");
+        assert!(!manifest_path.exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_written_manifest_reads_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Manifest::path_in(dir.path());
+        let manifest = Manifest {
+            version: MANIFEST_VERSION,
+            models: vec![entry("/models/m.onnx".into())],
+        };
+        manifest.write(&path).expect("written");
+        assert_eq!(Manifest::read(&path).expect("read"), manifest);
     }
 }

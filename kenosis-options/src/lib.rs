@@ -20,7 +20,7 @@
 //! | `gptq_rounding` | bool | GPTQ (error-compensating) weight rounding |
 //! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
 //! | `min_top1_agreement` | number in `[0, 1]` | fidelity floor (top-1 agreement vs FP32) |
-//! | `synthetic_samples` | integer ≥ 1 | synthetic calibration samples when no data is given |
+//! | `synthetic_samples` | integer in `[1, 4096]` | synthetic calibration samples when no data is given |
 //! | `synthetic_image_range` | string `"[low, high]"` | value range of synthetic image inputs (default: inferred, `[-2.118, 2.64]` or `[0, 255]`) |
 //!
 //! Unknown keys, repeated keys and bad values are [`syn::Error`]s spanned at the offending
@@ -410,13 +410,21 @@ fn check_closed(v: f64, lo: f64) -> Result<(), String> {
     }
 }
 
-/// Checks a synthetic sample count: at least one sample.
+/// Most synthetic calibration samples one model may ask for. Synthetic data is generated
+/// and held in memory whole (see `kenosis_build::calibrate::data::MAX_SYNTHETIC_TOTAL_ELEMENTS`
+/// for the bound on their total size); past a few hundred samples, real calibration data
+/// is the better use of the time.
+pub const MAX_SYNTHETIC_SAMPLES: usize = 4096;
+
+/// Checks a synthetic sample count: at least 1, at most [`MAX_SYNTHETIC_SAMPLES`].
 ///
 /// # Errors
-/// A message for zero.
+/// A message for zero or a count over the bound.
 pub fn check_synthetic_samples(n: usize) -> Result<(), String> {
     if n == 0 {
         Err("must be at least 1".into())
+    } else if n > MAX_SYNTHETIC_SAMPLES {
+        Err(format!("must be at most {MAX_SYNTHETIC_SAMPLES}, got {n}"))
     } else {
         Ok(())
     }
@@ -536,6 +544,15 @@ mod tests {
             err(r#""m.onnx", synthetic_samples = 0"#),
             "option `synthetic_samples` must be at least 1"
         );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_samples = 4097"#),
+            "option `synthetic_samples` must be at most 4096, got 4097"
+        );
+        assert_eq!(
+            err(r#""m.onnx", synthetic_samples = 99999999999999999999999"#),
+            "number too large to fit in target type"
+        );
+        assert!(parse(r#""m.onnx", synthetic_samples = 4096"#).is_ok());
         assert_eq!(
             err(r#""m.onnx", synthetic_image_range = "[1, 0]""#),
             "option `synthetic_image_range` needs finite bounds with low < high, got [1, 0]"

@@ -107,6 +107,14 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
         path: path.to_owned(),
         reason,
     };
+    if inputs.is_empty() {
+        return Err(bad(
+            dir,
+            "the model has no inputs besides its initializers, so there is nothing to \
+             calibrate with these files; remove the calibration folder"
+                .into(),
+        ));
+    }
     let mut per_input: Vec<Vec<PathBuf>> = Vec::new();
     for spec in inputs {
         let folder = if inputs.len() == 1 {
@@ -154,20 +162,33 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
     Ok(data)
 }
 
-fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+/// One calibration sample for input `spec` from the bytes of an `.npy` file: float32 for a
+/// FLOAT input, int64 for an INT64 one, C or Fortran order, checked against the input's
+/// declared dims (a missing leading batch dimension is added).
+///
+/// # Errors
+/// A message (without the file name, which the caller adds) when the bytes are not an
+/// `.npy` file, its header declares more data than it holds (see [`check_npy_size`]), or
+/// its dtype or shape does not fit the input.
+pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
     let value = match spec.elem_type {
-        dtype::FLOAT => SampleValue::F32(ArrayD::<f32>::read_npy(bytes).map_err(|e| {
-            format!(
-                "input `{}` expects float32 (<f4) C-order data: {e}",
-                spec.name
+        dtype::FLOAT => {
+            check_npy_size(bytes, 4)
+                .map_err(|e| format!("input `{}` expects float32 (<f4) data: {e}", spec.name))?;
+            SampleValue::F32(
+                ArrayD::<f32>::read_npy(bytes).map_err(|e| {
+                    format!("input `{}` expects float32 (<f4) data: {e}", spec.name)
+                })?,
             )
-        })?),
-        dtype::INT64 => SampleValue::I64(ArrayD::<i64>::read_npy(bytes).map_err(|e| {
-            format!(
-                "input `{}` expects int64 (<i8) C-order data: {e}",
-                spec.name
+        }
+        dtype::INT64 => {
+            check_npy_size(bytes, 8)
+                .map_err(|e| format!("input `{}` expects int64 (<i8) data: {e}", spec.name))?;
+            SampleValue::I64(
+                ArrayD::<i64>::read_npy(bytes)
+                    .map_err(|e| format!("input `{}` expects int64 (<i8) data: {e}", spec.name))?,
             )
-        })?),
+        }
         other => {
             return Err(format!(
                 "input `{}` has element type {}; Kenosis calibrates float32 and int64 inputs",
@@ -177,6 +198,59 @@ fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValu
         }
     };
     fit_shape(value, spec)
+}
+
+/// Checks an `.npy` file's framing against its length before anything is allocated from
+/// it: the header length must fit in the file, and the data the header declares (shape ×
+/// `elem_size` bytes) must be exactly the bytes that follow. The `.npy` reader allocates
+/// both from the declared numbers, so unchecked they could ask for far more memory than the
+/// file holds.
+///
+/// # Errors
+/// A message stating the declared and the actual sizes.
+pub fn check_npy_size(bytes: &[u8], elem_size: usize) -> std::result::Result<(), String> {
+    const MAGIC: &[u8] = b"\x93NUMPY";
+    if bytes.len() < MAGIC.len() + 2 || !bytes.starts_with(MAGIC) {
+        return Err("not an .npy file (no \\x93NUMPY magic string)".into());
+    }
+    let (prefix, header_len) = match bytes[MAGIC.len()] {
+        1 => (
+            10,
+            bytes
+                .get(8..10)
+                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
+        ),
+        2 | 3 => (
+            12,
+            bytes
+                .get(8..12)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
+        ),
+        v => return Err(format!(".npy format version {v} is not supported")),
+    };
+    let header_len = header_len.ok_or("the .npy header is truncated")?;
+    let data_start = prefix + header_len;
+    if data_start > bytes.len() {
+        return Err(format!(
+            "the .npy header declares {header_len} header bytes but the file has {} bytes",
+            bytes.len()
+        ));
+    }
+    let header = ndarray_npy::npy::header::Header::from_reader(&mut &bytes[..data_start])
+        .map_err(|e| format!("bad .npy header: {e}"))?;
+    let data = bytes.len() - data_start;
+    let declared = header
+        .shape
+        .iter()
+        .try_fold(elem_size, |acc, &d| acc.checked_mul(d));
+    if declared != Some(data) {
+        return Err(format!(
+            "the .npy header declares shape {:?} ({} bytes of data) but the file holds {data} bytes after it",
+            header.shape,
+            declared.map_or("more than usize::MAX".to_owned(), |d| d.to_string()),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a sample's shape against the declared dims, adding a leading batch axis of 1 when
@@ -213,22 +287,31 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
             ));
         }
     }
-    let reshape = |shape: &[usize]| IxDyn(shape);
+    // A Fortran-order file (`np.asfortranarray`, `np.save(path, x.T)`) is read with its
+    // column-major strides; the row-major reshape needs the elements in row-major order.
+    fn reshaped<T: Clone>(a: ArrayD<T>, full: &[usize]) -> std::result::Result<ArrayD<T>, String> {
+        let a = if a.is_standard_layout() {
+            a
+        } else {
+            a.as_standard_layout().into_owned()
+        };
+        let shape = a.shape().to_vec();
+        a.into_shape_with_order(IxDyn(full))
+            .map_err(|e| format!("cannot view shape {shape:?} as {full:?}: {e}"))
+    }
     Ok(match value {
-        SampleValue::F32(a) => SampleValue::F32(
-            a.into_shape_with_order(reshape(&full))
-                .expect("same element count"),
-        ),
-        SampleValue::I64(a) => SampleValue::I64(
-            a.into_shape_with_order(reshape(&full))
-                .expect("same element count"),
-        ),
+        SampleValue::F32(a) => SampleValue::F32(reshaped(a, &full)?),
+        SampleValue::I64(a) => SampleValue::I64(reshaped(a, &full)?),
     })
 }
 
 /// Largest synthetic input (elements), so that absurd declared dims fail instead of
 /// exhausting memory (2^26 f32 = 256 MiB).
 pub const MAX_SYNTHETIC_ELEMENTS: usize = 1 << 26;
+
+/// Largest total of synthetic elements over all samples and inputs (2^28: 1 GiB of f32,
+/// 2 GiB of int64), since every sample is generated and held in memory at once.
+pub const MAX_SYNTHETIC_TOTAL_ELEMENTS: usize = 1 << 28;
 
 /// Whether `dims` look like a batch of photographs: `[N, 3, H, W]` with H, W >= 32. Smaller
 /// "images" (test fixtures, patches) keep white noise, which covers high-frequency inputs
@@ -305,8 +388,9 @@ const TOKEN_IDS: std::ops::Range<i64> = 1000..3000;
 /// only approximate real activations; real samples calibrate far better.
 ///
 /// # Errors
-/// [`Error::Calibration`] when an input has an element type that cannot be synthesized or
-/// a shape above [`MAX_SYNTHETIC_ELEMENTS`].
+/// [`Error::Calibration`] when an input has an element type that cannot be synthesized, a
+/// shape above [`MAX_SYNTHETIC_ELEMENTS`], or all samples together would hold more than
+/// [`MAX_SYNTHETIC_TOTAL_ELEMENTS`] elements (checked before any is generated).
 pub fn synthetic_with_dims(
     inputs: &[InputSpec],
     dims: &[Vec<usize>],
@@ -319,8 +403,13 @@ pub fn synthetic_with_dims(
         synthetic: true,
         ..Default::default()
     };
+    let mut total = 0usize;
     for (spec, dims) in inputs.iter().zip(dims) {
         let elements = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        total = elements
+            .and_then(|n| n.checked_mul(count))
+            .and_then(|n| n.checked_add(total))
+            .unwrap_or(usize::MAX);
         if elements.is_none_or(|n| n > MAX_SYNTHETIC_ELEMENTS) {
             return Err(Error::Calibration {
                 path: model_path.to_owned(),
@@ -330,6 +419,17 @@ pub fn synthetic_with_dims(
                 ),
             });
         }
+    }
+    if total > MAX_SYNTHETIC_TOTAL_ELEMENTS {
+        return Err(Error::Calibration {
+            path: model_path.to_owned(),
+            reason: format!(
+                "{count} synthetic samples of inputs {:?} would hold {total} elements, over the \
+                 limit of {MAX_SYNTHETIC_TOTAL_ELEMENTS}; ask for fewer synthetic_samples or \
+                 give calibration data",
+                dims
+            ),
+        });
     }
     for _ in 0..count {
         let mut sample = Vec::new();

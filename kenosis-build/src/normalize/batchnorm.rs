@@ -51,6 +51,13 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
             Some(b) => get(graph, b)?,
             None => vec![0.0; out_channels],
         };
+        if bias.len() != out_channels {
+            return Err(format!(
+                "Conv `{}` has {} bias values for its {out_channels} output channels",
+                graph.node[conv.node].name(),
+                bias.len()
+            ));
+        }
         let factors: Vec<f64> = (0..out_channels)
             .map(|c| f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt())
             .collect();

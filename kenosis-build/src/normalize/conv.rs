@@ -18,7 +18,7 @@ pub(super) struct Foldable {
 }
 
 /// The Conv or ungrouped ConvTranspose that writes `tensor`, when its weight is a constant
-/// initializer, its bias is absent or constant, and nothing else reads `tensor` (nor is it a
+/// float initializer whose payload holds the values its dims declare, its bias is absent or constant, and nothing else reads `tensor` (nor is it a
 /// graph output): folding then changes no other reader.
 pub(super) fn foldable_producer(
     graph: &GraphProto,
@@ -28,6 +28,10 @@ pub(super) fn foldable_producer(
     let &node = index.producer.get(tensor)?;
     let conv = &graph.node[node];
     let w = &graph.initializer[*index.initializer.get(conv.input.get(1)?)?];
+    // Buffers are sized from the declared channels: the payload must back them.
+    if !tensor::float_payload_matches_dims(w) {
+        return None;
+    }
     let (channels, axis) = out_channels(conv, &w.dims)?;
     let single_use = index.consumers_of(tensor).len() == 1 && !index.outputs.contains(tensor);
     let bias_constant = conv

@@ -134,6 +134,10 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     name_unnamed_nodes(graph);
     crate::graph::sort_topologically(graph)?;
     summary.constants_extracted = constants::extract(graph)?;
+    // Later passes size buffers from declared dims: a payload must back them.
+    for t in &graph.initializer {
+        crate::onnx::tensor::check_payload(t)?;
+    }
     summary.dropouts_removed = remove_dropouts(graph);
     summary.sums_as_adds = sums_as_adds(graph);
 

@@ -22,22 +22,36 @@ pub enum ExternalDataError {
 }
 
 /// The data files `model` refers to, resolved against `model_dir`, sorted and deduplicated.
+/// Each is checked as [`inline`] would read it: a regular file (symlinks followed) whose
+/// resolved path stays inside `model_dir`, so that callers may hash it safely.
 ///
 /// # Errors
-/// [`ExternalDataError::Invalid`] when a location is missing, absolute, or leaves
-/// `model_dir`.
+/// [`ExternalDataError::Invalid`] when a location is missing, absolute, leaves `model_dir`
+/// (also through a symlink), or is not a regular file (a FIFO, a device such as
+/// `/dev/zero`); [`ExternalDataError::Io`] when it cannot be resolved.
 pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, ExternalDataError> {
     let mut files = BTreeSet::new();
     if let Some(g) = &model.graph {
         visit(g, &mut |t| {
             if is_external(t) {
-                files.insert(Location::of(t)?.file(model_dir)?);
+                let location = Location::of(t)?;
+                let file = location.file(model_dir)?;
+                if !files.contains(&file) {
+                    location.checked_file(model_dir)?;
+                    files.insert(file);
+                }
             }
             Ok(())
         })?;
     }
     Ok(files.into_iter().collect())
 }
+
+/// The most bytes [`inline`] reads in total: tensors are bounded by the bytes their data
+/// files hold, so that N tensors naming one range cannot cost N times its length, and by
+/// four times protobuf's 2 GiB limit, past which even an all-INT8 model (a quarter of its
+/// FP32 weights' size) could not be written as one ONNX file.
+pub const MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT: u64 = 4;
 
 /// Reads every external tensor of `model` into its `raw_data`, so that the model is
 /// self-contained. Returns the number of tensors read.
@@ -46,6 +60,7 @@ pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, Exter
 /// [`ExternalDataError::Invalid`] for a bad location or an `offset`/`length` outside the
 /// file; [`ExternalDataError::Io`] when a data file cannot be read.
 pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, ExternalDataError> {
+    check_total(model, model_dir)?;
     let mut count = 0;
     if let Some(g) = &mut model.graph {
         visit_mut(g, &mut |t| {
@@ -60,6 +75,52 @@ pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, Externa
         })?;
     }
     Ok(count)
+}
+
+/// Checks, before any tensor is read, that the bytes the external tensors of `model` would
+/// inline in total are no more than their data files hold (distinct files counted once)
+/// and at most [`MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT`] × 2 GiB.
+fn check_total(model: &ModelProto, model_dir: &Path) -> Result<(), ExternalDataError> {
+    let Some(g) = &model.graph else {
+        return Ok(());
+    };
+    let mut sizes = std::collections::BTreeMap::new();
+    let mut total = 0u64;
+    visit(g, &mut |t| {
+        if is_external(t) {
+            let location = Location::of(t)?;
+            let file = location.file(model_dir)?;
+            let size = match sizes.get(&file) {
+                Some(&size) => size,
+                None => {
+                    let (_, size) = location.checked_file(model_dir)?;
+                    sizes.insert(file, size);
+                    size
+                }
+            };
+            let length = location
+                .length
+                .unwrap_or(size.saturating_sub(location.offset));
+            total = total.saturating_add(length);
+        }
+        Ok(())
+    })?;
+    let present: u64 = sizes.values().sum();
+    if total > present {
+        return Err(ExternalDataError::Invalid(format!(
+            "external tensors name {total} bytes in total but their data files hold {present}: \
+             tensors share or overlap byte ranges, which is refused so that a small file \
+             cannot expand into a large model"
+        )));
+    }
+    let limit = MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT * i32::MAX as u64;
+    if total > limit {
+        return Err(ExternalDataError::Invalid(format!(
+            "external tensors hold {total} bytes, over {limit}: even with every weight in \
+             INT8 the model would exceed protobuf's 2 GB limit for one ONNX file"
+        )));
+    }
+    Ok(())
 }
 
 /// True when `t` keeps its bytes in an external file.
@@ -119,8 +180,10 @@ impl Location {
         Ok(model_dir.join(rel))
     }
 
-    fn read(&self, model_dir: &Path) -> Result<Vec<u8>, ExternalDataError> {
-        use std::io::{Read, Seek, SeekFrom};
+    /// The data file and its size, once checked: its resolved path (symlinks followed) must
+    /// stay inside the resolved `model_dir`, and it must be a regular file. Checked before
+    /// the file is opened: a FIFO would block, a device such as `/dev/zero` never ends.
+    fn checked_file(&self, model_dir: &Path) -> Result<(PathBuf, u64), ExternalDataError> {
         let path = self.file(model_dir)?;
         let io = |e| ExternalDataError::Io(path.clone(), e);
         // A symlink could still lead out of the folder: compare resolved paths.
@@ -134,6 +197,20 @@ impl Location {
                 self.tensor, self.location
             )));
         }
+        let meta = std::fs::metadata(&real).map_err(io)?;
+        if !meta.is_file() {
+            return Err(ExternalDataError::Invalid(format!(
+                "external tensor `{}`: `{}` is not a regular file (a FIFO, device or folder)",
+                self.tensor, self.location
+            )));
+        }
+        Ok((path, meta.len()))
+    }
+
+    fn read(&self, model_dir: &Path) -> Result<Vec<u8>, ExternalDataError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let (path, _) = self.checked_file(model_dir)?;
+        let io = |e| ExternalDataError::Io(path.clone(), e);
         let mut file = std::fs::File::open(&path).map_err(io)?;
         let size = file.metadata().map_err(io)?.len();
         let length = self.length.unwrap_or(size.saturating_sub(self.offset));

@@ -22,6 +22,61 @@ pub fn inner_size(dims: &[i64], axis: usize) -> usize {
         .max(1)
 }
 
+/// Whether the float tensor `t` (FLOAT or DOUBLE, inline) holds exactly the number of
+/// values its `dims` declare, judged from the payload's length alone (nothing is decoded or
+/// allocated). Code that sizes buffers from `dims` checks this first, so that declared dims
+/// cannot ask for more memory than the payload's bytes.
+pub fn float_payload_matches_dims(t: &TensorProto) -> bool {
+    let values = match t.data_type() {
+        dtype::FLOAT if t.raw_data.is_some() => t.raw_data().len() / 4,
+        dtype::FLOAT => t.float_data.len(),
+        dtype::DOUBLE if t.raw_data.is_some() => t.raw_data().len() / 8,
+        dtype::DOUBLE => t.double_data.len(),
+        _ => return false,
+    };
+    !super::external::is_external(t) && element_count(&t.dims) == Some(values)
+}
+
+/// Checks that the inline tensor `t` holds exactly the values its `dims` declare, judged
+/// from the payload's length (nothing is decoded). Tensors kept in external data, and data
+/// types whose storage is not checked here (strings, complex, 4-bit and 8-bit floats), pass.
+///
+/// # Errors
+/// A message naming the tensor, its declared dims and the values it holds.
+pub fn check_payload(t: &TensorProto) -> Result<(), String> {
+    if super::external::is_external(t) {
+        return Ok(());
+    }
+    // Bytes per element in `raw_data`, and the typed field that holds it otherwise.
+    let (size, typed) = match t.data_type() {
+        dtype::FLOAT => (4, t.float_data.len()),
+        dtype::DOUBLE => (8, t.double_data.len()),
+        dtype::INT64 => (8, t.int64_data.len()),
+        dtype::INT32 => (4, t.int32_data.len()),
+        // INT16, UINT16, FLOAT16, BFLOAT16: stored one per int32 when typed.
+        4 | 5 | dtype::FLOAT16 | 16 => (2, t.int32_data.len()),
+        dtype::INT8 | dtype::UINT8 | dtype::BOOL => (1, t.int32_data.len()),
+        // UINT32, UINT64.
+        12 => (4, t.uint64_data.len()),
+        13 => (8, t.uint64_data.len()),
+        _ => return Ok(()),
+    };
+    let held = match &t.raw_data {
+        Some(raw) => {
+            if raw.len() % size != 0 {
+                return Err(format!(
+                    "tensor `{}`: raw_data length {} is not a multiple of {size}",
+                    t.name(),
+                    raw.len()
+                ));
+            }
+            raw.len() / size
+        }
+        None => typed,
+    };
+    check_len(t, held)
+}
+
 fn check_inline(t: &TensorProto) -> Result<(), String> {
     if super::external::is_external(t) {
         return Err(format!(

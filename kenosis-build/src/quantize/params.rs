@@ -54,10 +54,26 @@ impl ActivationParams {
     /// `[clip_min, clip_max]` and the scale nudged down until the quantized domain
     /// `[scale·(0−zp), scale·(255−zp)]`, evaluated in f32 as ORT does, lies inside the clip
     /// range; otherwise ORT keeps the Clip and the producing Conv cannot fuse.
+    ///
+    /// A clip range that is empty or not positive (`clip_max <= clip_min`, `clip_max <= 0`,
+    /// or a NaN bound) gives [`Self::from_range`] of `[min, max]` unchanged: no positive
+    /// scale fits it, and a zero scale is never written.
     pub fn for_clipped_range(min: f32, max: f32, clip_min: f32, clip_max: f32) -> Self {
+        // NaN bounds fail both comparisons.
+        if !(clip_max > clip_min && clip_max > 0.0) {
+            return Self::from_range(min, max);
+        }
         let mut p = Self::from_range(min.max(clip_min), max.min(clip_max));
         if p.zero_point == 0 && clip_min >= 0.0 {
-            while p.scale * 255.0 > clip_max + f32::EPSILON && p.scale > 0.0 {
+            let bound = clip_max + f32::EPSILON;
+            // The largest scale the loop below accepts is within a few ulps of bound / 255
+            // (f32 rounding of the product): start there instead of stepping down one ulp
+            // at a time from a scale that may be orders of magnitude larger.
+            if bound.is_finite() {
+                let near = f32::from_bits((bound / 255.0).to_bits() + 4);
+                p.scale = p.scale.min(near);
+            }
+            while p.scale * 255.0 > bound && p.scale > 0.0 {
                 p.scale = f32::from_bits(p.scale.to_bits() - 1);
             }
         }
@@ -200,6 +216,53 @@ mod tests {
         assert!(p.scale * 255.0 > 5.9999);
         let p = ActivationParams::for_clipped_range(-0.1, 9.0, 0.0, 6.0);
         assert_eq!(p.zero_point, 0);
+    }
+
+    /// The one-ulp-at-a-time search `for_clipped_range` did before it started near the answer.
+    fn clipped_by_stepping(min: f32, max: f32, clip_min: f32, clip_max: f32) -> ActivationParams {
+        let mut p = ActivationParams::from_range(min.max(clip_min), max.min(clip_max));
+        if p.zero_point == 0 && clip_min >= 0.0 {
+            while p.scale * 255.0 > clip_max + f32::EPSILON && p.scale > 0.0 {
+                p.scale = f32::from_bits(p.scale.to_bits() - 1);
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn clipped_range_starts_near_the_answer_and_finds_the_same_scale() {
+        let cases = [
+            (0.0, 6.0, 0.0, 6.0),
+            (-0.1, 9.0, 0.0, 6.0),
+            (0.0, 1.0, 0.0, 6.0),
+            (0.0, 3.0e-3, 0.0, 1.0e-3),
+            (0.5, 200.0, 0.0, 127.5),
+            (0.0, 7.0, 0.0, f32::INFINITY),
+            (-2.0, 2.0, -1.0, 1.0),
+        ];
+        for (min, max, lo, hi) in cases {
+            assert_eq!(
+                ActivationParams::for_clipped_range(min, max, lo, hi),
+                clipped_by_stepping(min, max, lo, hi),
+                "{min}..{max} clipped to {lo}..{hi}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_clip_range_never_gives_a_zero_scale() {
+        // Clip(0, -6): the old search stepped the unit scale down ~10^9 ulps to 0.0.
+        for (lo, hi) in [(0.0, -6.0), (0.0, 0.0), (0.0, f32::NAN), (f32::NAN, 6.0)] {
+            let p = ActivationParams::for_clipped_range(-1.0, 5.0, lo, hi);
+            assert_eq!(p, ActivationParams::from_range(-1.0, 5.0), "{lo}..{hi}");
+        }
+        // A subnormal upper bound: the degenerate range's unit scale is far above it.
+        let p = ActivationParams::for_clipped_range(0.0, 1.0, 0.0, 1.0e-39);
+        assert!(
+            p.scale > 0.0 && p.scale * 255.0 <= 1.0e-39 + f32::EPSILON,
+            "{p:?}"
+        );
+        assert_eq!(p, clipped_by_stepping(0.0, 1.0, 0.0, 1.0e-39));
     }
 
     #[test]

@@ -1,7 +1,13 @@
-//! `cargo xtask fuzz [--seconds N]`: runs the `cargo fuzz` target `quantize_offline`
-//! (`fuzz/`) for a bounded time, with a seed corpus of the test fixtures and the small shared
-//! models. Needs a nightly toolchain (libFuzzer's sanitizer flags); installs `cargo-fuzz`
-//! when it is missing. Not part of CI: crashes it finds are fixed and kept as unit tests.
+//! `cargo xtask fuzz [--seconds N] [--target NAME]...`: runs the `cargo fuzz` targets
+//! (`fuzz/fuzz_targets/`) one after another, each for a bounded time, from its seed corpus,
+//! and fails on the first crash. Needs a nightly toolchain (libFuzzer's sanitizer flags);
+//! installs `cargo-fuzz` when it is missing. Not part of CI: crashes it finds are fixed and
+//! kept as unit tests.
+//!
+//! Seeds: `quantize_offline` starts from the test fixtures and the small shared models;
+//! every other target from the small files committed under `fuzz/seeds/<target>/`. Both are
+//! copied into the working corpus `fuzz/corpus/<target>/` (not committed), which libFuzzer
+//! grows as it finds new paths.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -10,19 +16,27 @@ use anyhow::{bail, Context, Result};
 
 use crate::ort;
 
-/// The fuzz target (see `fuzz/fuzz_targets/`).
-const TARGET: &str = "quantize_offline";
+/// Every fuzz target (see `fuzz/fuzz_targets/`), in the order they run.
+const TARGETS: [&str; 4] = ["quantize_offline", "npy_sample", "manifest", "call_options"];
 /// Shared models larger than this are left out of the seed corpus: libFuzzer mutates whole
 /// inputs, and a multi-megabyte seed costs seconds per execution.
 const MAX_SEED_BYTES: u64 = 6_000_000;
+/// libFuzzer's allocation limit for the targets that read small files (`.npy`, manifest,
+/// option text): inputs are at most a few KiB, so an allocation this large can only come
+/// from a size the input declares but does not hold.
+const SMALL_INPUT_MALLOC_LIMIT_MB: u32 = 256;
 
-/// Fuzz model loading and quantization (decode, normalize, plan, rewrite) for a bounded time
+/// Fuzz model loading and quantization, `.npy` calibration input, manifest decoding and the
+/// `include_quantized!` option grammar, each for a bounded time
 #[derive(clap::Args)]
 pub struct Args {
-    /// How long to fuzz, in seconds
-    #[arg(long, default_value_t = 300)]
+    /// How long to fuzz each target, in seconds
+    #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// Parallel fuzzing jobs
+    /// Run only this target (repeatable); default: every target
+    #[arg(long = "target", value_parser = clap::builder::PossibleValuesParser::new(TARGETS))]
+    targets: Vec<String>,
+    /// Parallel fuzzing jobs per target
     #[arg(long, default_value_t = 1)]
     jobs: usize,
 }
@@ -31,25 +45,50 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let root = crate::workspace_root();
     let ort = ort::ensure(&ort::default_lib_dir(&root))?;
     ensure_cargo_fuzz()?;
-    let corpus = root.join("fuzz").join("corpus").join(TARGET);
-    seed_corpus(&root, &corpus)?;
-    // The rustup proxy, not `$CARGO`: `+nightly` selects the toolchain.
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root.join("fuzz"))
-        .envs(ort.vars())
-        .args(["+nightly", "fuzz", "run", TARGET])
-        .arg(&corpus)
-        .arg("--")
-        .arg(format!("-max_total_time={}", args.seconds))
-        // One input may take a while (a real model through BatchNorm folding), but never long.
-        .arg("-timeout=20")
-        .arg("-rss_limit_mb=4096");
-    if args.jobs > 1 {
-        // libFuzzer's fork mode; each job logs to `fuzz/fuzz-<n>.log`.
-        cmd.arg(format!("-jobs={}", args.jobs))
-            .arg(format!("-workers={}", args.jobs));
+    let targets: Vec<&str> = if args.targets.is_empty() {
+        TARGETS.to_vec()
+    } else {
+        TARGETS
+            .into_iter()
+            .filter(|t| args.targets.iter().any(|a| a == t))
+            .collect()
+    };
+    for target in targets {
+        let corpus = root.join("fuzz").join("corpus").join(target);
+        std::fs::create_dir_all(&corpus)
+            .with_context(|| format!("creating {}", corpus.display()))?;
+        if target == "quantize_offline" {
+            seed_models(&root, &corpus)?;
+        } else {
+            seed_committed(&root.join("fuzz").join("seeds").join(target), &corpus)?;
+        }
+        eprintln!("xtask: fuzzing {target} for {} s", args.seconds);
+        // The rustup proxy, not `$CARGO`: `+nightly` selects the toolchain.
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(root.join("fuzz"))
+            .envs(ort.vars())
+            .args(["+nightly", "fuzz", "run", target])
+            .arg(&corpus)
+            .arg("--")
+            .arg(format!("-max_total_time={}", args.seconds))
+            // One input may take a while (a real model through BatchNorm folding), but never long.
+            .arg("-timeout=20")
+            .arg("-rss_limit_mb=4096");
+        if target != "quantize_offline" {
+            cmd.arg(format!("-malloc_limit_mb={SMALL_INPUT_MALLOC_LIMIT_MB}"));
+        }
+        if args.jobs > 1 {
+            // libFuzzer's fork mode; each job logs to `fuzz/fuzz-<n>.log`.
+            cmd.arg(format!("-jobs={}", args.jobs))
+                .arg(format!("-workers={}", args.jobs));
+        }
+        let code = crate::cargo::run(cmd)?;
+        if code != ExitCode::SUCCESS {
+            eprintln!("xtask: fuzz target {target} failed; its crash input is under fuzz/artifacts/{target}/");
+            return Ok(code);
+        }
     }
-    crate::cargo::run(cmd)
+    Ok(ExitCode::SUCCESS)
 }
 
 fn ensure_cargo_fuzz() -> Result<()> {
@@ -71,9 +110,24 @@ fn ensure_cargo_fuzz() -> Result<()> {
     Ok(())
 }
 
+/// Copies the committed seeds in `seeds` into `corpus`.
+fn seed_committed(seeds: &Path, corpus: &Path) -> Result<()> {
+    let mut count = 0;
+    for entry in std::fs::read_dir(seeds).with_context(|| format!("reading {}", seeds.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            let name = path.file_name().expect("a file");
+            std::fs::copy(&path, corpus.join(name))
+                .with_context(|| format!("copying {}", path.display()))?;
+            count += 1;
+        }
+    }
+    eprintln!("xtask: {count} seeds in {}", corpus.display());
+    Ok(())
+}
+
 /// Copies the ONNX fixtures and the shared models up to [`MAX_SEED_BYTES`] into `corpus`.
-fn seed_corpus(root: &Path, corpus: &Path) -> Result<()> {
-    std::fs::create_dir_all(corpus).with_context(|| format!("creating {}", corpus.display()))?;
+fn seed_models(root: &Path, corpus: &Path) -> Result<()> {
     let shared_models = super::test::check_shared_dir()?.map(|d| d.join("models"));
     let mut seeds = 0;
     let fixtures = ["tests/fixtures/tiny", "tests/fixtures/onnx-zoo"].map(|d| root.join(d));

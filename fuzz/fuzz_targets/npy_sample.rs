@@ -1,0 +1,48 @@
+//! Arbitrary bytes as a calibration `.npy` file for a float32 or int64 input (see
+//! `kenosis_build::calibrate::data::read_sample`): any panic, hang, or allocation larger
+//! than the file (libFuzzer's `-malloc_limit_mb`) is a bug. The first byte picks the
+//! input's element type and declared dims; the rest is the file. Run with `cargo xtask fuzz`.
+#![no_main]
+
+use kenosis_build::calibrate::data::{read_sample, InputSpec, SampleValue};
+use libfuzzer_sys::fuzz_target;
+
+/// Declared dims of the input, as models declare them (`None` is a symbolic dim).
+const SHAPES: [&[Option<i64>]; 8] = [
+    &[Some(1), Some(3), Some(8), Some(8)],
+    &[None, Some(3), Some(8), Some(8)],
+    &[Some(2), Some(4)],
+    &[None, None],
+    &[Some(1), None, Some(16)],
+    &[Some(4)],
+    &[],
+    &[Some(1), Some(1 << 40)],
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&pick, npy)) = data.split_first() else {
+        return;
+    };
+    let dims = SHAPES[usize::from(pick & 7)].to_vec();
+    let spec = InputSpec {
+        name: "x".into(),
+        // FLOAT (1) or INT64 (7).
+        elem_type: if pick & 8 == 0 { 1 } else { 7 },
+        dim_names: vec![None; dims.len()],
+        dims,
+        token_rows: None,
+    };
+    if let Ok(value) = read_sample(npy, &spec) {
+        // A sample that is accepted fits its input: the declared rank, and every fixed dim.
+        let shape = match &value {
+            SampleValue::F32(a) => a.shape().to_vec(),
+            SampleValue::I64(a) => a.shape().to_vec(),
+        };
+        if !spec.dims.is_empty() {
+            assert_eq!(shape.len(), spec.dims.len(), "{shape:?} for {:?}", spec.dims);
+            for (&n, d) in shape.iter().zip(&spec.dims) {
+                assert!(d.is_none_or(|d| d as usize == n), "{shape:?} for {:?}", spec.dims);
+            }
+        }
+    }
+});

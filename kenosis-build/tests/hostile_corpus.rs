@@ -1,0 +1,322 @@
+//! The hostile-input corpus, `tests/hostile/<case>/`: crafted build inputs, each with the
+//! exact outcome it must give. A case folder holds `model.onnx`, optionally `calib/` (a
+//! calibration folder) and the model's external data files, and `expected.txt`: either
+//! `ok` (the input is handled, the build succeeds) or the build's whole error message, with
+//! the case's folder written as `{dir}`.
+//!
+//! The files are written by `write_hostile_corpus` (ignored; run it with `--ignored` to
+//! regenerate them), so that each crafted file's construction is on record; `expected.txt`
+//! is written by hand.
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::onnx::{self, ModelProto};
+use kenosis_build::Config;
+use prost::Message;
+
+const TINY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/tiny/tiny_conv.onnx"
+);
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile")
+}
+
+/// Copies `from` into `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("case folder").flatten() {
+        let path = entry.path();
+        let dest = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn every_hostile_input_gives_its_expected_outcome() {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("tests/hostile")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "the corpus has {} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let sandbox = tempfile::tempdir().expect("tempdir");
+        let dir = sandbox.path().join(&name);
+        copy_dir(case, &dir);
+        let expected = std::fs::read_to_string(dir.join("expected.txt"))
+            .expect("expected.txt")
+            .trim_end()
+            .replace("{dir}", &dir.display().to_string());
+        let mut config = Config::new()
+            .manifest_dir(&dir)
+            .out_dir(sandbox.path().join("out"))
+            .cache_dir(sandbox.path().join("cache"))
+            .target("x86_64-unknown-linux-gnu")
+            .model("model.onnx");
+        if dir.join("calib").is_dir() {
+            config = config.calibration_npy_dir("calib");
+        }
+        let outcome = match config.compile() {
+            Ok(()) => "ok".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        if outcome != expected {
+            failures.push(format!(
+                "{name}:\n  expected: {expected}\n  got:      {outcome}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// ---- How the corpus was made. ----------------------------------------------------------
+
+fn tiny() -> ModelProto {
+    ModelProto::decode(std::fs::read(TINY).expect("fixture").as_slice()).expect("fixture")
+}
+
+/// A version-`version` `.npy` file with the given header fields and payload.
+fn npy(payload: &[u8], descr: &str, shape: &str, fortran: bool, version: u8) -> Vec<u8> {
+    let order = if fortran { "True" } else { "False" };
+    let mut h = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}")
+        .into_bytes();
+    let prefix = if version == 1 { 10 } else { 12 };
+    while (prefix + h.len() + 1) % 64 != 0 {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    let mut out = b"\x93NUMPY".to_vec();
+    out.extend([version, 0]);
+    if version == 1 {
+        out.extend((h.len() as u16).to_le_bytes());
+    } else {
+        out.extend((h.len() as u32).to_le_bytes());
+    }
+    out.extend(h);
+    out.extend(payload);
+    out
+}
+
+fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+/// The sample calibration files of the corpus hold: `v[i] = (i·37 mod 101)/50 − 1`.
+fn sample(count: usize) -> Vec<f32> {
+    (0..count)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect()
+}
+
+fn initializer<'a>(m: &'a mut ModelProto, name: &str) -> &'a mut onnx::TensorProto {
+    m.graph
+        .as_mut()
+        .expect("graph")
+        .initializer
+        .iter_mut()
+        .find(|t| t.name() == name)
+        .expect("initializer")
+}
+
+/// Moves every float initializer into `data` (from `offset 0` each when `shared`).
+fn externalize(m: &mut ModelProto, location: &str, shared: bool) -> Vec<u8> {
+    let mut data = Vec::new();
+    for t in &mut m.graph.as_mut().expect("graph").initializer {
+        let bytes = f32_bytes(onnx::tensor::to_f32(t).expect("float"));
+        let offset = if shared { 0 } else { data.len() };
+        t.raw_data = None;
+        t.float_data.clear();
+        t.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
+        t.external_data = [
+            ("location", location.to_owned()),
+            ("offset", offset.to_string()),
+            ("length", bytes.len().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| onnx::StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v),
+        })
+        .collect();
+        if shared {
+            if bytes.len() > data.len() {
+                data = bytes;
+            }
+        } else {
+            data.extend(bytes);
+        }
+    }
+    data
+}
+
+/// Writes every case's crafted files (not `expected.txt`).
+#[test]
+#[ignore = "regenerates tests/hostile; run with --ignored after changing a case"]
+fn write_hostile_corpus() {
+    let root = corpus_dir();
+    let write = |case: &str, file: &str, bytes: &[u8]| {
+        let path = root.join(case).join(file);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, bytes).expect("write");
+    };
+    let tiny_bytes = std::fs::read(TINY).expect("fixture");
+
+    // A Fortran-order sample is read in its logical order (handled, not refused).
+    let values = sample(3 * 8 * 8);
+    let mut column_major = Vec::new();
+    for w in 0..8 {
+        for h in 0..8 {
+            for c in 0..3 {
+                column_major.push(values[c * 64 + h * 8 + w]);
+            }
+        }
+    }
+    write("fortran_order_npy", "model.onnx", &tiny_bytes);
+    write(
+        "fortran_order_npy",
+        "calib/a.npy",
+        &npy(&f32_bytes(column_major), "<f4", "(3, 8, 8)", true, 1),
+    );
+
+    // Conv bias of 1 value for 4 output channels, then BatchNormalization.
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    let bn_inputs = ["conv_raw", "gamma", "beta", "mean", "var"].map(String::from);
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "BatchNormalization",
+            "bn".into(),
+            bn_inputs.to_vec(),
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    for (name, v) in [("gamma", 1.5), ("beta", 0.1), ("mean", 0.2), ("var", 0.9)] {
+        g.initializer
+            .push(onnx::tensor::from_f32(name, &[4], &[v; 4]));
+    }
+    let bias = g.node[0].input[2].clone();
+    *initializer(&mut m, &bias) = onnx::tensor::from_f32(&bias, &[1], &[0.25]);
+    write(
+        "conv_bias_short_before_batchnorm",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+
+    // No input left (it is an initializer), and a calibration folder.
+    let mut m = tiny();
+    m.graph
+        .as_mut()
+        .expect("graph")
+        .initializer
+        .push(onnx::tensor::from_f32("x", &[1, 3, 8, 8], &sample(192)));
+    write(
+        "no_inputs_with_calibration",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    write(
+        "no_inputs_with_calibration",
+        "calib/a.npy",
+        &npy(&f32_bytes(sample(192)), "<f4", "(3, 8, 8)", false, 1),
+    );
+
+    // A Conv weight declaring 2^40 output channels over 108 values, no bias, then a Mul by
+    // a scalar that the affine fold would absorb.
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    g.node[0].input.truncate(2);
+    let weight = g.node[0].input[1].clone();
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "Mul",
+            "mul".into(),
+            vec!["conv_raw".into(), "two".into()],
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    g.initializer
+        .push(onnx::tensor::from_f32("two", &[1, 1, 1, 1], &[2.0]));
+    initializer(&mut m, &weight).dims = vec![1 << 40, 3, 3, 3];
+    write(
+        "weight_dims_beyond_payload_before_mul",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+
+    // `.npy` headers declaring more than the file holds.
+    write("npy_shape_beyond_data", "model.onnx", &tiny_bytes);
+    write(
+        "npy_shape_beyond_data",
+        "calib/a.npy",
+        &npy(&[0; 12], "<f4", "(1099511627776, 3)", false, 1),
+    );
+    let mut long_header = npy(&[0; 12], "<f4", "(3,)", false, 2);
+    long_header[8..12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    write("npy_header_beyond_file", "model.onnx", &tiny_bytes);
+    write("npy_header_beyond_file", "calib/a.npy", &long_header);
+    write("npy_data_short", "model.onnx", &tiny_bytes);
+    write(
+        "npy_data_short",
+        "calib/a.npy",
+        &npy(&[0; 100], "<f4", "(3, 8, 8)", false, 1),
+    );
+    // Not an .npy at all, and a big-endian one of the right size (handled).
+    write("npy_not_npy", "model.onnx", &tiny_bytes);
+    write(
+        "npy_not_npy",
+        "calib/a.npy",
+        b"PK\x03\x04 a zip file, perhaps an .npz",
+    );
+    write("npy_big_endian", "model.onnx", &tiny_bytes);
+    let big_endian: Vec<u8> = sample(192).iter().flat_map(|v| v.to_be_bytes()).collect();
+    write(
+        "npy_big_endian",
+        "calib/a.npy",
+        &npy(&big_endian, ">f4", "(1, 3, 8, 8)", false, 1),
+    );
+
+    // External tensors that all read from offset 0 of a file holding the largest one.
+    let mut m = tiny();
+    let data = externalize(&mut m, "weights.bin", true);
+    write(
+        "external_tensors_share_bytes",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    write("external_tensors_share_bytes", "weights.bin", &data);
+
+    // A Clip with max < min after the first Conv (handled: stays FP32, no zero scale).
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    g.node[1].op_type = Some("Clip".into());
+    g.node[1]
+        .input
+        .extend(["clip_min".into(), "clip_max".into()]);
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_min", &[], &[0.0]));
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
+    write("clip_max_below_min", "model.onnx", &m.encode_to_vec());
+}
