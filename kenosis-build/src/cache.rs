@@ -45,15 +45,28 @@ const CACHE_FORMAT: u32 = 1;
 #[derive(Debug)]
 pub struct KeyHasher(blake3::Hasher);
 
+/// The ONNX Runtime that calibrates, as far as the key can tell without loading it: the `ort`
+/// crate kenosis-build is built with (pinned in its `Cargo.toml`) and the ONNX Runtime API
+/// version that crate requires. Keep in step with that dependency. A cache hit then needs no
+/// ONNX Runtime call; a different build of the same ONNX Runtime minor version is not told
+/// apart (change `KENOSIS_CACHE_DIR` to rebuild with it).
+pub const ORT_IDENTITY: &str = "ort 2.0.0-rc.15, ONNX Runtime API 1.31";
+
+impl Default for KeyHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl KeyHasher {
     /// A hasher seeded with the tool identity: cache format, kenosis-build version and source
-    /// hash, and the ONNX Runtime build that calibrates.
-    pub fn new(ort_build: &str) -> Self {
+    /// hash, and [`ORT_IDENTITY`].
+    pub fn new() -> Self {
         let mut h = blake3::Hasher::new();
         h.update(&CACHE_FORMAT.to_le_bytes());
         Self::field(&mut h, env!("CARGO_PKG_VERSION").as_bytes());
         Self::field(&mut h, env!("KENOSIS_SOURCE_HASH").as_bytes());
-        Self::field(&mut h, ort_build.as_bytes());
+        Self::field(&mut h, ORT_IDENTITY.as_bytes());
         Self(h)
     }
 
@@ -316,7 +329,7 @@ mod tests {
     #[test]
     fn key_depends_on_every_field_and_its_boundaries() {
         let key = |parts: &[&[u8]]| {
-            let mut h = KeyHasher::new("ort");
+            let mut h = KeyHasher::new();
             for p in parts {
                 h.add(p);
             }

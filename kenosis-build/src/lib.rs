@@ -445,7 +445,7 @@ impl Config {
         let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
 
         let decoded = pipeline::decode(&path, &bytes)?;
-        let mut key = cache::KeyHasher::new(ort::info());
+        let mut key = cache::KeyHasher::new();
         key.add(&bytes).add(format!("{options:?}").as_bytes());
         let size_fp32 = bytes.len();
         drop(bytes);

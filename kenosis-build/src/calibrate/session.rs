@@ -14,10 +14,17 @@ use super::stats::{ChannelAxis, ChannelMoments, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
 
+/// The process-wide ONNX Runtime environment, created on first use.
+static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+
+/// Whether this process has called into ONNX Runtime (created its environment): a build whose
+/// models all come from the cache does not.
+pub fn runtime_used() -> bool {
+    ENV.get().is_some()
+}
+
 /// The process-wide ONNX Runtime environment (created on first use).
 pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
-    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
-        OnceLock::new();
     ENV.get_or_init(|| {
         ort::init()
             .with_name("kenosis-build")
