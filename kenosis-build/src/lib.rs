@@ -124,9 +124,9 @@ impl Config {
         self
     }
 
-    /// Calibration samples as `.npy` files (f32 or i64, C or Fortran order, one sample per file, batch
-    /// dimension optional); a multi-input model uses one subfolder per input name, paired by
-    /// sorted file name. Applies to the model registered just before, or, called before any
+    /// Calibration samples as `.npy` files (f32 or i64, C or Fortran order, one sample per
+    /// file, batch dimension optional); a multi-input model uses one subfolder per input name,
+    /// paired by sorted file name. Applies to the model registered just before, or, called before any
     /// [`Config::model`], to every model without its own folder. Relative paths are resolved
     /// against `CARGO_MANIFEST_DIR`. Without it, deterministic synthetic inputs are used.
     pub fn calibration_npy_dir(mut self, dir: impl AsRef<Path>) -> Self {
@@ -582,9 +582,10 @@ fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
 }
 
 /// Every `.npy` file under a calibration folder, recursively, in sorted order (for
-/// hashing). Symlinked folders are not entered (a link cycle would never end); a `.npy` that
-/// is not a regular file once symlinks are followed (a FIFO, a link to `/dev/zero`) is an
-/// error, since reading it would hang or never end.
+/// hashing). Symlinked folders are followed (a per-input subfolder may be a link) but each
+/// resolved folder is entered once, so a link cycle ends; a `.npy` that is not a regular
+/// file once symlinks are followed (a FIFO, a link to `/dev/zero`) is an error, since
+/// reading it would hang or never end.
 ///
 /// # Errors
 /// [`Error::Io`] for an unreadable folder; [`Error::Calibration`] naming a `.npy` that is
@@ -592,12 +593,15 @@ fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
 fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_owned()];
+    let mut entered = std::collections::HashSet::new();
     while let Some(d) = stack.pop() {
+        if !entered.insert(d.canonicalize().map_err(|e| Error::io(&d, e))?) {
+            continue;
+        }
         for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
             let entry = entry.map_err(|e| Error::io(&d, e))?;
             let p = entry.path();
-            let kind = entry.file_type().map_err(|e| Error::io(&p, e))?;
-            if kind.is_dir() {
+            if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "npy") {
                 if !std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {

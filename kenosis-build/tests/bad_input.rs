@@ -1212,3 +1212,19 @@ fn a_clip_whose_max_is_below_its_min_is_not_absorbed_and_no_scale_is_zero() {
         q.report
     );
 }
+
+/// A per-input calibration subfolder may be a symlink; a link back up the tree is entered
+/// once (hashing the folder ends) and the build succeeds on the one sample.
+#[cfg(unix)]
+#[test]
+fn a_symlink_cycle_in_the_calibration_folder_is_entered_once() {
+    let s = Sandbox::new();
+    std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
+    s.write("calib/a.npy", &npy(&[0u8; 3 * 64 * 4], "<f4", "(3, 8, 8)"));
+    std::os::unix::fs::symlink(s.path("calib"), s.path("calib/again")).expect("symlink");
+    s.config()
+        .model("m.onnx")
+        .calibration_npy_dir("calib")
+        .compile()
+        .expect("builds");
+}

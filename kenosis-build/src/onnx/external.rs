@@ -47,18 +47,21 @@ pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, Exter
     Ok(files.into_iter().collect())
 }
 
-/// The most bytes [`inline`] reads in total: tensors are bounded by the bytes their data
-/// files hold, so that N tensors naming one range cannot cost N times its length, and by
-/// four times protobuf's 2 GiB limit, past which even an all-INT8 model (a quarter of its
-/// FP32 weights' size) could not be written as one ONNX file.
+/// [`inline`] reads at most this many times protobuf's 2 GiB limit in total: past it, even
+/// a model with every FP32 weight in INT8 (a quarter of the size) could not be written as
+/// one ONNX file. (It also reads no more than the data files hold, so that N tensors naming
+/// one byte range cannot cost N times its length.)
 pub const MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT: u64 = 4;
 
 /// Reads every external tensor of `model` into its `raw_data`, so that the model is
 /// self-contained. Returns the number of tensors read.
 ///
 /// # Errors
-/// [`ExternalDataError::Invalid`] for a bad location or an `offset`/`length` outside the
-/// file; [`ExternalDataError::Io`] when a data file cannot be read.
+/// [`ExternalDataError::Invalid`] for a bad location (see [`files`]), an `offset`/`length`
+/// outside the file, tensors naming more bytes in total than their data files hold (shared
+/// or overlapping ranges) or more than [`MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT`] × 2 GiB,
+/// all checked before any tensor is read; [`ExternalDataError::Io`] when a data file cannot
+/// be read.
 pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, ExternalDataError> {
     check_total(model, model_dir)?;
     let mut count = 0;

@@ -1,8 +1,10 @@
 //! `cargo xtask fuzz [--seconds N] [--target NAME]...`: runs the `cargo fuzz` targets
 //! (`fuzz/fuzz_targets/`) one after another, each for a bounded time, from its seed corpus,
-//! and fails on the first crash. Needs a nightly toolchain (libFuzzer's sanitizer flags);
-//! installs `cargo-fuzz` when it is missing. Not part of CI: crashes it finds are fixed and
-//! kept as unit tests.
+//! and fails on the first crash. libFuzzer needs nightly's sanitizer flags: a `nightly`
+//! toolchain is used when rustup has one, else the default toolchain with
+//! `RUSTC_BOOTSTRAP=1` (machines with one toolchain and no way to fetch another). Installs
+//! `cargo-fuzz` when it is missing. Not part of CI: crashes it finds are fixed and kept as
+//! unit tests.
 //!
 //! Seeds: `quantize_offline` starts from the test fixtures and the small shared models;
 //! every other target from the small files committed under `fuzz/seeds/<target>/`. Both are
@@ -44,7 +46,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let root = crate::workspace_root();
     let ort = ort::ensure(&ort::default_lib_dir(&root))?;
-    ensure_cargo_fuzz()?;
+    let toolchain = Toolchain::detect();
+    ensure_cargo_fuzz(&toolchain)?;
     let targets: Vec<&str> = if args.targets.is_empty() {
         TARGETS.to_vec()
     } else {
@@ -63,11 +66,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             seed_committed(&root.join("fuzz").join("seeds").join(target), &corpus)?;
         }
         eprintln!("xtask: fuzzing {target} for {} s", args.seconds);
-        // The rustup proxy, not `$CARGO`: `+nightly` selects the toolchain.
-        let mut cmd = Command::new("cargo");
+        let mut cmd = toolchain.cargo();
         cmd.current_dir(root.join("fuzz"))
             .envs(ort.vars())
-            .args(["+nightly", "fuzz", "run", target])
+            .args(["fuzz", "run", target])
             .arg(&corpus)
             .arg("--")
             .arg(format!("-max_total_time={}", args.seconds))
@@ -91,9 +93,47 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ensure_cargo_fuzz() -> Result<()> {
-    let present = Command::new("cargo")
-        .args(["+nightly", "fuzz", "--version"])
+/// How to get nightly features: a nightly toolchain, or the default one unlocked.
+enum Toolchain {
+    Nightly,
+    Bootstrapped,
+}
+
+impl Toolchain {
+    fn detect() -> Self {
+        let listed = Command::new("rustup")
+            .args(["toolchain", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if listed.lines().any(|l| l.starts_with("nightly")) {
+            Toolchain::Nightly
+        } else {
+            eprintln!("xtask: no nightly toolchain; using the default one with RUSTC_BOOTSTRAP=1");
+            Toolchain::Bootstrapped
+        }
+    }
+
+    /// `cargo` on this toolchain. The rustup proxy, not `$CARGO`: `+nightly` selects the
+    /// toolchain.
+    fn cargo(&self) -> Command {
+        let mut cmd = Command::new("cargo");
+        match self {
+            Toolchain::Nightly => {
+                cmd.arg("+nightly");
+            }
+            Toolchain::Bootstrapped => {
+                cmd.env("RUSTC_BOOTSTRAP", "1");
+            }
+        }
+        cmd
+    }
+}
+
+fn ensure_cargo_fuzz(toolchain: &Toolchain) -> Result<()> {
+    let present = toolchain
+        .cargo()
+        .args(["fuzz", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
     if present {
