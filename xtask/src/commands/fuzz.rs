@@ -3,8 +3,8 @@
 //! and fails on the first crash. libFuzzer needs nightly's sanitizer flags: a `nightly`
 //! toolchain is used when rustup has one, else the default toolchain with
 //! `RUSTC_BOOTSTRAP=1` (machines with one toolchain and no way to fetch another). Installs
-//! `cargo-fuzz` when it is missing. Not part of CI: crashes it finds are fixed and kept as
-//! unit tests.
+//! `cargo-fuzz` when it is missing. `cargo xtask test` runs every target this way after the
+//! tests (see [`run_all`]); crashes it finds are fixed and kept as unit tests.
 //!
 //! Seeds: `quantize_offline` starts from the test fixtures and the small shared models;
 //! every other target from the small files committed under `fuzz/seeds/<target>/`. Both are
@@ -41,6 +41,15 @@ pub struct Args {
     /// Parallel fuzzing jobs per target
     #[arg(long, default_value_t = 1)]
     jobs: usize,
+}
+
+/// Every target for `seconds` each, one job: what `cargo xtask test` runs.
+pub fn run_all(seconds: u64) -> Result<ExitCode> {
+    run(Args {
+        seconds,
+        targets: Vec::new(),
+        jobs: 1,
+    })
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {

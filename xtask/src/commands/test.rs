@@ -1,4 +1,7 @@
-//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them.
+//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: the
+//! published crates packaged (`cargo package`), every test (the edge tests cross-built for
+//! aarch64 and run under qemu), then every fuzz target for a bounded time. With `-p`, only
+//! `cargo test` of those packages.
 
 use std::env;
 use std::ffi::OsString;
@@ -31,6 +34,8 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     // arguments. The parsed `Args` only serve `--help`. (argv is `xtask test ARGS...`: xtask
     // has no global options.)
     let args: Vec<OsString> = env::args_os().skip(2).collect();
+    // A full run (no -p): package, test the workspace, fuzz.
+    let full = !selects_packages(&args);
     let cross_config = cross_config()?;
     let mut cmd = cargo::command(&ort);
     if let Some(models) = models {
@@ -39,15 +44,41 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     if let Some(config) = cross_config {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
-    if !selects_packages(&args) {
+    if full {
         cmd.env("KENOSIS_PACKAGED_DIR", package(&ort)?);
     }
     cmd.arg("test");
-    if !selects_packages(&args) {
+    if full {
         cmd.arg("--workspace");
     }
     cmd.args(args);
-    cargo::run(cmd)
+    let tested = cargo::run(cmd)?;
+    if !full || tested != ExitCode::SUCCESS {
+        return Ok(tested);
+    }
+    fuzz()
+}
+
+/// Seconds each fuzz target runs after a full test run: `KENOSIS_FUZZ_SECONDS`, default
+/// [`FUZZ_SECONDS`]; 0 skips fuzzing.
+const FUZZ_SECONDS_VAR: &str = "KENOSIS_FUZZ_SECONDS";
+/// Default of [`FUZZ_SECONDS_VAR`].
+const FUZZ_SECONDS: u64 = 60;
+
+/// Every fuzz target for a bounded time from its seed corpus (see [`super::fuzz`]); a crash
+/// fails the run.
+fn fuzz() -> Result<ExitCode> {
+    let seconds = match env::var(FUZZ_SECONDS_VAR) {
+        Ok(text) => text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{FUZZ_SECONDS_VAR}={text:?}: {e}"))?,
+        Err(_) => FUZZ_SECONDS,
+    };
+    if seconds == 0 {
+        eprintln!("xtask: {FUZZ_SECONDS_VAR}=0: fuzzing skipped");
+        return Ok(ExitCode::SUCCESS);
+    }
+    super::fuzz::run_all(seconds)
 }
 
 /// The crates published to the registry, in dependency order.
