@@ -237,6 +237,10 @@ impl Cache {
     /// [`Error::Io`] when writing or renaming fails.
     pub fn put(&self, key: &str, bytes: &[u8], report: &Report) -> Result<()> {
         let (model, report_path) = self.paths(key);
+        #[allow(
+            clippy::expect_used,
+            reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
+        )]
         let report_bytes = serde_json::to_vec_pretty(report).expect("report serializes");
         write_atomic(&model, bytes)?;
         write_atomic(&report_path, &report_bytes)?;

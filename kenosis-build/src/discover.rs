@@ -162,6 +162,10 @@ pub fn discover_calls(manifest_dir: &Path, cache_file: Option<&Path>) -> Result<
     cache.version = CACHE_VERSION;
     if let Some(f) = cache_file {
         // A cache that cannot be written only costs time next run.
+        #[allow(
+            clippy::expect_used,
+            reason = "the discovery cache (strings and numbers) always serializes to JSON"
+        )]
         let _ = crate::cache::write_atomic(f, &serde_json::to_vec(&cache).expect("serializes"));
     }
 
@@ -365,6 +369,10 @@ fn path_attr(attrs: &[syn::Attribute]) -> Option<String> {
 
 impl<'ast> Visit<'ast> for Visitor {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        #[allow(
+            clippy::expect_used,
+            reason = "the folder stack starts with the crate root and pops only what it pushed"
+        )]
         let dir = self.dirs.last().expect("never empty").clone();
         let name = m.ident.unraw_string();
         match &m.content {

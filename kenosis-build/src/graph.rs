@@ -122,6 +122,10 @@ pub fn topological_order(
         }
     }
     if order.len() != graph.node.len() {
+        #[allow(
+            clippy::expect_used,
+            reason = "fewer nodes ordered than exist means one still waits for an input"
+        )]
         let stuck = (0..graph.node.len())
             .find(|i| missing[*i] > 0)
             .expect("a node is left");
@@ -138,6 +142,10 @@ pub fn topological_order(
 ///
 /// # Errors
 /// As [`topological_order`]: a dangling input or a cycle.
+#[allow(
+    clippy::expect_used,
+    reason = "the topological order lists each node index exactly once"
+)]
 pub fn sort_topologically(graph: &mut GraphProto) -> Result<(), String> {
     let order = topological_order(graph, &HashSet::new())?;
     let mut nodes: Vec<Option<crate::onnx::NodeProto>> = std::mem::take(&mut graph.node)

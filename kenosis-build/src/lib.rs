@@ -1,3 +1,5 @@
+// Non-test code states why each unwrap, expect or panic cannot fire, where it stands.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 //! Quantize FP32 ONNX models to static INT8 QDQ models from a `build.rs`.
 //!
 //! The whole `build.rs` of a crate that embeds models with `include_quantized!`:
@@ -506,10 +508,12 @@ impl Config {
         if std::fs::read(&artifact_path).ok().as_deref() != Some(artifact.as_slice()) {
             cache::write_atomic(&artifact_path, &artifact)?;
         }
-        cache::write_atomic(
-            &report_path,
-            &serde_json::to_vec_pretty(&report).expect("report serializes"),
-        )?;
+        #[allow(
+            clippy::expect_used,
+            reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
+        )]
+        let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
+        cache::write_atomic(&report_path, &report_json)?;
         let entry = ModelEntry {
             source: model.path.display().to_string(),
             source_path,

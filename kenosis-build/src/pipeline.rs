@@ -215,6 +215,10 @@ pub fn quantize_decoded(
     };
     onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
     let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
+    #[allow(
+        clippy::expect_used,
+        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+    )]
     let graph = model.graph.as_ref().expect("normalized");
     let specs = input_specs(graph);
     // Nodes depending on an op ORT cannot run stay FP32; the rest is calibrated on the part
@@ -376,6 +380,10 @@ pub fn quantize_decoded(
             path,
             options.evaluation,
         )?;
+        #[allow(
+            clippy::expect_used,
+            reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+        )]
         let graph = model.graph.as_ref().expect("normalized");
         // Ops whose quantization adds error of its own: those with an integer kernel, and
         // Gathers from a constant table, whose table is stored as uint8 (other data-movement
@@ -433,6 +441,10 @@ pub fn quantize_decoded(
         rewrite: rewrite_summary,
     } = built;
 
+    #[allow(
+        clippy::expect_used,
+        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+    )]
     let ops_quantized = ops_by_type(model.graph.as_ref().expect("normalized"), &plan);
     let bytes = quantized.encode_to_vec();
     if bytes.len() > PROTOBUF_LIMIT {
@@ -441,6 +453,10 @@ pub fn quantize_decoded(
             bytes.len()
         )));
     }
+    #[allow(
+        clippy::expect_used,
+        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+    )]
     let graph = quantized.graph.as_ref().expect("normalized");
     let report = Report {
         source: path.display().to_string(),
@@ -634,6 +650,10 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         return Err(unsupported("external data is not read offline".into()));
     }
     crate::normalize::normalize(&mut model).map_err(unsupported)?;
+    #[allow(
+        clippy::expect_used,
+        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+    )]
     let graph = model.graph.as_ref().expect("normalized");
     let types = crate::types::infer_elem_types(graph);
     let plan = plan::plan(graph, &types, &PlanOptions::default());
@@ -718,6 +738,10 @@ impl Calibrated<'_> {
     /// activation tensors unquantized.
     fn build(&self, kept: &fidelity::Kept) -> Result<Built, String> {
         let mut model = self.model.clone();
+        #[allow(
+            clippy::expect_used,
+            reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+        )]
         let graph = model.graph.as_mut().expect("normalized");
         // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not
         // observe (a squeeze-and-excitation pool kept for a fidelity target leaves its Conv

@@ -175,6 +175,10 @@ fn typed_run(vis: &syn::Visibility, name: &Ident, entry: &ModelEntry) -> Typed {
     let source = LitStr::new(&entry.source, Span::call_site());
     let in_fields = field_names(&entry.inputs);
     let out_fields = field_names(&entry.outputs);
+    #[allow(
+        clippy::expect_used,
+        reason = "typed_run returned early unless every input and output has a typed element"
+    )]
     let elem = |info: &TensorInfo| typed_element(info.dtype).expect("checked above");
     let view_ty = |info: &TensorInfo| {
         let (t, (d, _)) = (elem(info), dimension(info.shape.len()));

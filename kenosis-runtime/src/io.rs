@@ -370,6 +370,10 @@ impl Index<&str> for Outputs {
     ///
     /// # Panics
     /// When there is no output of that name; use [`Outputs::get`] to get an `Option`.
+    #[allow(
+        clippy::panic,
+        reason = "Index::index cannot return an error; its documentation names the panic and Outputs::get the alternative"
+    )]
     fn index(&self, name: &str) -> &Output {
         self.get(name)
             .unwrap_or_else(|| panic!("model has no output named `{name}`"))

@@ -81,6 +81,10 @@ pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
 /// always has an output to compute.
 pub fn runnable_part(model: &ModelProto, blocked: &BTreeMap<String, String>) -> ModelProto {
     let mut runnable = model.clone();
+    #[allow(
+        clippy::expect_used,
+        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
+    )]
     let graph = runnable
         .graph
         .as_mut()

@@ -113,6 +113,7 @@ pub fn sample_inputs(
         .iter()
         .zip(sample)
         .map(|(name, value)| {
+            #[allow(clippy::expect_used, reason = "a normalized model always has a graph (normalize::normalize adds an empty one)")]
             let v: DynValue = match value {
                 SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
                 SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
@@ -135,6 +136,10 @@ pub fn borrowed(values: &[(String, DynValue)]) -> Vec<(&str, SessionInputValue<'
 /// The extra outputs are appended as a second `ModelProto` holding only them: protobuf
 /// parsers merge a repeated embedded message field, so the graph gains those outputs
 /// without the model (and its weights) being copied.
+#[allow(
+    clippy::expect_used,
+    reason = "encoding into a Vec cannot run out of space"
+)]
 pub fn encode_with_observed_outputs(model: &ModelProto, tensors: &[String]) -> Vec<u8> {
     let graph = model.graph.as_ref().expect("normalized model has a graph");
     let existing: std::collections::HashSet<&str> = graph.output.iter().map(|o| o.name()).collect();

@@ -222,6 +222,10 @@ pub fn predicts_densely(model: &ModelProto) -> bool {
 /// [`Error::Calibration`] naming `path` when no candidate runs, with ONNX Runtime's message
 /// for the preferred sizes and a hint to give calibration data; [`Error::Runtime`] when
 /// the model cannot be loaded at all.
+#[allow(
+    clippy::expect_used,
+    reason = "the candidate list is never empty, so a failed probe left an error"
+)]
 pub fn resolve(model: &ModelProto, specs: &[InputSpec], path: &Path) -> Result<Vec<Vec<usize>>> {
     let spatial: &[(usize, usize)] = if predicts_densely(model) {
         &DENSE_SPATIAL

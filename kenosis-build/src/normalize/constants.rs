@@ -44,6 +44,10 @@ pub fn extract(graph: &mut GraphProto) -> Result<usize, String> {
     for (alias, target) in aliases {
         if graph.output.iter().any(|o| o.name() == alias) {
             // A graph output must keep its name: give it its own copy.
+            #[allow(
+                clippy::expect_used,
+                reason = "the alias was found among the initializers just before"
+            )]
             let mut copy = graph
                 .initializer
                 .iter()

@@ -148,6 +148,10 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         model.ir_version = Some(model.ir_version().max(IR_FOR_OPSET_13));
         summary.opset_after = TARGET_OPSET;
     }
+    #[allow(
+        clippy::expect_used,
+        reason = "a model without a graph got an empty one above"
+    )]
     let graph = model.graph.as_mut().expect("checked above");
     // After the upgrade, so that axes and shapes are operands in every opset.
     summary.layout_ops_folded = layout::fold(graph);

@@ -227,6 +227,10 @@ impl Location {
                 self.location
             )));
         }
+        #[allow(
+            clippy::expect_used,
+            reason = "the length was checked against the file size, which fits in memory addresses"
+        )]
         let mut bytes = vec![0; usize::try_from(length).expect("length <= file size")];
         file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
         file.read_exact(&mut bytes).map_err(io)?;

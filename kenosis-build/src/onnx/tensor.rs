@@ -100,6 +100,10 @@ fn check_len(t: &TensorProto, len: usize) -> Result<(), String> {
     Ok(())
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "chunks_exact(N) yields slices of exactly N bytes"
+)]
 fn from_raw<const N: usize, T>(
     t: &TensorProto,
     decode: fn([u8; N]) -> T,

@@ -43,6 +43,10 @@ pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 /// YOLOX-Nano they cost 1-2% of its latency. Deeper in a network an FP32 island costs Q/DQ
 /// and layout changes (4.6% of EfficientNet-Lite0's latency for its last block, which
 /// synthetic calibration data would have flagged) for no measured gain.
+#[allow(
+    clippy::expect_used,
+    reason = "the chain starts with one tensor and only grows"
+)]
 pub fn unresolved_depthwise_inputs(
     graph: &GraphProto,
     weighted: &[(&NodeProto, &TensorProto)],

@@ -65,6 +65,10 @@ pub fn full_range_pays(
     let rows = patches.len() / len;
     let codes: Vec<u8> = patches.iter().map(|&v| input.quantize(v)).collect();
     let x = Array2::from_shape_fn((rows, len), |(r, k)| input.dequantize(codes[r * len + k]));
+    #[allow(
+        clippy::expect_used,
+        reason = "the weight length was checked to be o * len by the caller"
+    )]
     let w = ArrayView2::from_shape((o, len), weight).expect("checked size");
 
     let rounding_energy = |q: &QuantizedWeight| -> f64 {
