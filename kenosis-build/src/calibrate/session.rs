@@ -106,10 +106,9 @@ pub fn sample_inputs(
         .iter()
         .zip(sample)
         .map(|(name, value)| {
-            let v: DynValue = match value {
-                SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
-                SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
-            };
+            let v: DynValue = super::data::with_array!(value, |a| Tensor::from_array(a.clone())
+                .map_err(rt)?
+                .into_dyn());
             Ok((name.clone(), v))
         })
         .collect()
