@@ -1,10 +1,11 @@
-//! Arbitrary bytes as a calibration `.npy` file for a float32 or int64 input (see
+//! Arbitrary bytes as a calibration `.npy` file for a float32, int64, int32, int16, int8,
+//! uint8 or bool input (see
 //! `kenosis_build::calibrate::data::read_sample`): any panic, hang, or allocation larger
 //! than the file (libFuzzer's `-malloc_limit_mb`) is a bug. The first byte picks the
 //! input's element type and declared dims; the rest is the file. Run with `cargo xtask fuzz`.
 #![no_main]
 
-use kenosis_build::calibrate::data::{read_sample, InputSpec, SampleValue};
+use kenosis_build::calibrate::data::{read_sample, InputSpec};
 use libfuzzer_sys::fuzz_target;
 
 /// Declared dims of the input, as models declare them (`None` is a symbolic dim).
@@ -26,18 +27,15 @@ fuzz_target!(|data: &[u8]| {
     let dims = SHAPES[usize::from(pick & 7)].to_vec();
     let spec = InputSpec {
         name: "x".into(),
-        // FLOAT (1) or INT64 (7).
-        elem_type: if pick & 8 == 0 { 1 } else { 7 },
+        // FLOAT (1), INT64 (7), INT32 (6), INT16 (5), INT8 (3), UINT8 (2), BOOL (9), FLOAT.
+        elem_type: [1, 7, 6, 5, 3, 2, 9, 1][usize::from((pick >> 3) & 7)],
         dim_names: vec![None; dims.len()],
         dims,
         token_rows: None,
     };
     if let Ok(value) = read_sample(npy, &spec) {
         // A sample that is accepted fits its input: the declared rank, and every fixed dim.
-        let shape = match &value {
-            SampleValue::F32(a) => a.shape().to_vec(),
-            SampleValue::I64(a) => a.shape().to_vec(),
-        };
+        let shape = value.shape().to_vec();
         if !spec.dims.is_empty() {
             assert_eq!(shape.len(), spec.dims.len(), "{shape:?} for {:?}", spec.dims);
             for (&n, d) in shape.iter().zip(&spec.dims) {

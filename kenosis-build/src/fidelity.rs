@@ -107,6 +107,41 @@ pub struct FidelityReport {
     /// first float graph output.
     #[serde(default)]
     pub compared_tensor: Option<String>,
+    /// What the compared samples were: the calibration data given, or synthetic inputs.
+    #[serde(default)]
+    pub inputs: SampleSource,
+    /// False when [`FidelityReport::inputs`] is [`SampleSource::Synthetic`]: activations on
+    /// synthetic inputs differ from those on real data, so agreement measured on them does
+    /// not predict agreement on real data (it can be far higher). True for real samples.
+    #[serde(default)]
+    pub predicts_real_data: bool,
+}
+
+/// Where the samples a fidelity figure was measured on came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleSource {
+    /// Calibration data given by the user (an `.npy` folder or samples in memory).
+    Real,
+    /// Inputs Kenosis generated because no calibration data was given (see
+    /// [`crate::calibrate::data::synthetic_with_dims`]); also assumed for a report written
+    /// before this field existed.
+    #[default]
+    Synthetic,
+}
+
+impl FidelityReport {
+    /// This report with [`FidelityReport::inputs`] and
+    /// [`FidelityReport::predicts_real_data`] set for samples that were synthetic or not.
+    pub fn measured_on(mut self, synthetic: bool) -> Self {
+        self.inputs = if synthetic {
+            SampleSource::Synthetic
+        } else {
+            SampleSource::Real
+        };
+        self.predicts_real_data = !synthetic;
+        self
+    }
 }
 
 /// Compares candidate INT8 models against FP32 reference outputs on fixed samples.
@@ -408,6 +443,9 @@ pub fn meet_target<'a>(
         ranking_samples: 0,
         compared_tensor: evaluator.compared.clone(),
         evaluation: evaluator.evaluation,
+        // Set by the caller, who knows where the samples came from.
+        inputs: SampleSource::Synthetic,
+        predicts_real_data: false,
     };
     let Some(target) = target.filter(|t| !t.met_by(&fully)) else {
         return Ok((base, report));

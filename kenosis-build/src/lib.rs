@@ -1,5 +1,8 @@
 // Non-test code states why each unwrap, expect or panic cannot fire, where it stands.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 //! Quantize FP32 ONNX models to static INT8 QDQ models from a `build.rs`.
 //!
 //! The whole `build.rs` of a crate that embeds models with `include_quantized!`:

@@ -472,7 +472,7 @@ pub fn quantize_decoded(
         calibration_samples: calibration_samples.len(),
         calibration_synthetic: data.synthetic,
         synthetic_image_ranges,
-        fidelity: fidelity_report,
+        fidelity: fidelity_report.map(|f| f.measured_on(data.synthetic)),
         options: format!("{options:?}"),
         size_fp32,
         size_int8: bytes.len(),
@@ -611,19 +611,29 @@ fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, 
     ops
 }
 
-/// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic int64
+/// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic integer
 /// inputs are token ids, which a shape, index or size input cannot take.
 fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> String {
+    use crate::onnx::dtype;
     let ints: Vec<String> = specs
         .iter()
-        .filter(|s| s.elem_type == crate::onnx::dtype::INT64)
+        .filter(|s| {
+            [
+                dtype::INT64,
+                dtype::INT32,
+                dtype::INT16,
+                dtype::INT8,
+                dtype::UINT8,
+            ]
+            .contains(&s.elem_type)
+        })
         .map(|s| format!("`{}`", s.name))
         .collect();
     let tokens = if ints.is_empty() {
         String::new()
     } else {
         format!(
-            "; its int64 inputs ({}) were synthesized as token ids",
+            "; its integer inputs ({}) were synthesized as token ids",
             ints.join(", ")
         )
     };

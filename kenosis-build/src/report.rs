@@ -12,6 +12,11 @@ use crate::normalize::NormalizeSummary;
 use crate::quantize::plan::{FloatNode, CUSTOM_DOMAIN_REASON};
 use crate::quantize::rewrite::RewriteSummary;
 
+/// Appended to the fidelity figures of the summary line when they were measured on
+/// synthetic inputs (see [`FidelityReport::predicts_real_data`]).
+pub const SYNTHETIC_FIDELITY_CAVEAT: &str = " (measured on synthetic inputs: does not predict \
+     fidelity on real data; give calibration data to measure it)";
+
 /// What was done to one model and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -76,7 +81,7 @@ impl Report {
             .collect();
         let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
             format!(
-                "; vs FP32 on {} {} samples{}: {}cosine {:.4}{}, top-1 {:.0}%{}",
+                "; vs FP32 on {} {} samples{}: {}cosine {:.4}{}, top-1 {:.0}%{}{}",
                 f.samples,
                 if f.held_out {
                     "held-out"
@@ -101,6 +106,11 @@ impl Report {
                     String::new()
                 } else {
                     format!(" ({} ops kept FP32 for the target)", f.kept_fp32.len())
+                },
+                if f.predicts_real_data {
+                    ""
+                } else {
+                    SYNTHETIC_FIDELITY_CAVEAT
                 }
             )
         });

@@ -1,5 +1,8 @@
 // Non-test code states why each unwrap, expect or panic cannot fire, where it stands.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 //! The `include_quantized!` macro of Kenosis; use it through `kenosis_runtime::include_quantized!`.
 //!
 //! The macro does no ONNX work itself: it reads the small JSON manifest `kenosis-build` wrote

@@ -1,5 +1,8 @@
 // Non-test code states why each unwrap, expect or panic cannot fire, where it stands.
-#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 //! Run ONNX models that Kenosis quantized to INT8 at build time and embedded in the binary.
 //!
 //! A crate's `build.rs` calls `kenosis_build::discover()`, which finds every

@@ -113,11 +113,9 @@ pub fn sample_inputs(
         .iter()
         .zip(sample)
         .map(|(name, value)| {
-            #[allow(clippy::expect_used, reason = "a normalized model always has a graph (normalize::normalize adds an empty one)")]
-            let v: DynValue = match value {
-                SampleValue::F32(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
-                SampleValue::I64(a) => Tensor::from_array(a.clone()).map_err(rt)?.into_dyn(),
-            };
+            let v: DynValue = super::data::with_array!(value, |a| Tensor::from_array(a.clone())
+                .map_err(rt)?
+                .into_dyn());
             Ok((name.clone(), v))
         })
         .collect()
@@ -138,7 +136,8 @@ pub fn borrowed(values: &[(String, DynValue)]) -> Vec<(&str, SessionInputValue<'
 /// without the model (and its weights) being copied.
 #[allow(
     clippy::expect_used,
-    reason = "encoding into a Vec cannot run out of space"
+    reason = "a normalized model always has a graph, and encoding into a Vec cannot run out \
+              of space"
 )]
 pub fn encode_with_observed_outputs(model: &ModelProto, tensors: &[String]) -> Vec<u8> {
     let graph = model.graph.as_ref().expect("normalized model has a graph");

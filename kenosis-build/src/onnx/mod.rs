@@ -19,6 +19,8 @@ pub mod dtype {
     pub const UINT8: i32 = 2;
     /// int8
     pub const INT8: i32 = 3;
+    /// int16
+    pub const INT16: i32 = 5;
     /// int32
     pub const INT32: i32 = 6;
     /// int64
