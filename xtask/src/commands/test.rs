@@ -1,5 +1,5 @@
-//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: the
-//! published crates packaged (`cargo package`), every test (the edge tests cross-built for
+//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: clippy with
+//! warnings denied, the published crates packaged (`cargo package`), every test (the edge tests cross-built for
 //! aarch64 and run under qemu), then every fuzz target for a bounded time. With `-p`, only
 //! `cargo test` of those packages.
 
@@ -45,6 +45,7 @@ pub fn run(_args: Args) -> Result<ExitCode> {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
     if full {
+        clippy(&ort)?;
         cmd.env("KENOSIS_PACKAGED_DIR", package(&ort)?);
     }
     cmd.arg("test");
@@ -79,6 +80,16 @@ fn fuzz() -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     super::fuzz::run_all(seconds)
+}
+
+/// `cargo clippy --workspace --all-targets -- -D warnings`: a warning fails the run.
+fn clippy(ort: &ort::OrtEnv) -> Result<()> {
+    let mut cmd = cargo::command(ort);
+    cmd.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    if cargo::run(cmd)? != ExitCode::SUCCESS {
+        bail!("cargo clippy found warnings (denied)");
+    }
+    Ok(())
 }
 
 /// The crates published to the registry, in dependency order.
