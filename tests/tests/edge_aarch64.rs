@@ -323,32 +323,40 @@ fn logits(model: &EmbeddedModel, images: &[PathBuf]) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// The published crates, which the downstream crate takes from `cargo package`'s output.
-const PUBLISHED: [&str; 5] = [
-    "kenosis-options",
-    "kenosis-manifest",
-    "kenosis-macros",
-    "kenosis-runtime",
-    "kenosis-build",
-];
-
 /// The downstream crate's `Cargo.toml`: registry-style dependencies, served from the packaged
 /// crates that `cargo xtask test` made (`KENOSIS_PACKAGED_DIR`, through `[patch.crates-io]`),
 /// or from this repository's folders when run without it (outside CI only).
 fn downstream_manifest() -> String {
     let root = workspace_root();
-    let sources: Vec<(&str, PathBuf)> = match std::env::var_os("KENOSIS_PACKAGED_DIR") {
-        Some(dir) => PUBLISHED
-            .iter()
-            .map(|name| (*name, Path::new(&dir).join(format!("{name}-0.1.0"))))
+    // Every crate `cargo package` unpacked (`<name>-<version>/`), or this repository's.
+    let sources: Vec<(String, PathBuf)> = match std::env::var_os("KENOSIS_PACKAGED_DIR") {
+        Some(dir) => std::fs::read_dir(&dir)
+            .expect("the packaged crates")
+            .map(|entry| entry.expect("entry").path())
+            .filter(|path| path.join("Cargo.toml").is_file())
+            .map(|path| {
+                let folder = path
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                let (name, _version) = folder.rsplit_once('-').expect("<name>-<version>");
+                (name.to_owned(), path)
+            })
             .collect(),
         None if std::env::var("CI").as_deref() == Ok("true") => {
             panic!("KENOSIS_PACKAGED_DIR is unset under CI=true: run through `cargo xtask test`")
         }
-        None => PUBLISHED
-            .iter()
-            .map(|name| (*name, root.join(name)))
-            .collect(),
+        None => [
+            "kenosis-options",
+            "kenosis-manifest",
+            "kenosis-macros",
+            "kenosis-runtime",
+            "kenosis-build",
+        ]
+        .iter()
+        .map(|name| (name.to_string(), root.join(name)))
+        .collect(),
     };
     let patches: String = sources
         .iter()

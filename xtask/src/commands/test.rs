@@ -1,7 +1,7 @@
 //! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: clippy with
-//! warnings denied, the published crates packaged (`cargo package`), every test (the edge tests cross-built for
-//! aarch64 and run under qemu), then every fuzz target for a bounded time. With `-p`, only
-//! `cargo test` of those packages.
+//! warnings denied, the published crates packaged (`cargo package`), every test (the edge
+//! tests cross-built for aarch64 and run under qemu), then every fuzz target for a bounded
+//! time. With `-p`, only `cargo test` of those packages.
 
 use std::env;
 use std::ffi::OsString;
@@ -34,7 +34,7 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     // arguments. The parsed `Args` only serve `--help`. (argv is `xtask test ARGS...`: xtask
     // has no global options.)
     let args: Vec<OsString> = env::args_os().skip(2).collect();
-    // A full run (no -p): package, test the workspace, fuzz.
+    // A full run (no -p): clippy, package, test the workspace, fuzz.
     let full = !selects_packages(&args);
     let cross_config = cross_config()?;
     let mut cmd = cargo::command(&ort);
@@ -85,7 +85,14 @@ fn fuzz() -> Result<ExitCode> {
 /// `cargo clippy --workspace --all-targets -- -D warnings`: a warning fails the run.
 fn clippy(ort: &ort::OrtEnv) -> Result<()> {
     let mut cmd = cargo::command(ort);
-    cmd.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    cmd.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     if cargo::run(cmd)? != ExitCode::SUCCESS {
         bail!("cargo clippy found warnings (denied)");
     }
@@ -93,7 +100,7 @@ fn clippy(ort: &ort::OrtEnv) -> Result<()> {
 }
 
 /// The crates published to the registry, in dependency order.
-pub const PUBLISHED: [&str; 5] = [
+const PUBLISHED: [&str; 5] = [
     "kenosis-options",
     "kenosis-manifest",
     "kenosis-macros",
@@ -111,7 +118,7 @@ fn package(ort: &ort::OrtEnv) -> Result<PathBuf> {
     for name in PUBLISHED {
         cmd.args(["-p", name]);
     }
-    if cargo::run(cmd)? != std::process::ExitCode::SUCCESS {
+    if cargo::run(cmd)? != ExitCode::SUCCESS {
         bail!("`cargo package` of the published crates failed");
     }
     Ok(crate::workspace_root().join("target").join("package"))
