@@ -2,7 +2,7 @@
 
 use kenosis_manifest::{ModelEntry, TensorInfo};
 
-use crate::codegen::dimension;
+use crate::typed::dimension;
 
 /// `f32[1, 3, ?, ?]`.
 pub(crate) fn shape_text(info: &TensorInfo) -> String {

@@ -9,15 +9,16 @@
 //! into `OUT_DIR` and emits a `static` that `include_bytes!`s the quantized artifact.
 
 //!
-//! One module per concern, in the order a call is handled: [`model_path`] resolves the model
-//! the call names, [`lookup`] finds it in the manifest and verifies its artifact, [`codegen`]
-//! writes the wrapper and its typed `run`, [`docs`] writes the wrapper's rustdoc. The call's
+//! One module per concern, in the order a call is handled: `model_path` resolves the model
+//! the call names, `lookup` finds it in the manifest and verifies its artifact, `codegen`
+//! writes the wrapper, `typed` its typed `run`, `docs` the wrapper's rustdoc. The call's
 //! grammar is `kenosis-options`' (shared with `kenosis-build`'s discovery).
 
 mod codegen;
 mod docs;
 mod lookup;
 mod model_path;
+mod typed;
 
 use kenosis_options::Invocation;
 use proc_macro2::TokenStream;
