@@ -7,7 +7,6 @@
 //!
 //! The macro does no ONNX work itself: it reads the small JSON manifest `kenosis-build` wrote
 //! into `OUT_DIR` and emits a `static` that `include_bytes!`s the quantized artifact.
-
 //!
 //! One module per concern, in the order a call is handled: `model_path` resolves the model
 //! the call names, `lookup` finds it in the manifest and verifies its artifact, `codegen`
