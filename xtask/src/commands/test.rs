@@ -112,6 +112,7 @@ const PUBLISHED: [&str; 5] = [
 /// from its packaged sources, siblings from the packages); returns the folder holding the
 /// `.crate` files and their unpacked sources, for the downstream test.
 fn package(ort: &ort::OrtEnv) -> Result<PathBuf> {
+    forget_packaged_extractions()?;
     let mut cmd = cargo::command(ort);
     // A developer's uncommitted changes are packaged as they are.
     cmd.args(["package", "--allow-dirty"]);
@@ -122,6 +123,43 @@ fn package(ort: &ort::OrtEnv) -> Result<PathBuf> {
         bail!("`cargo package` of the published crates failed");
     }
     Ok(crate::workspace_root().join("target").join("package"))
+}
+
+/// Removes cargo's extracted copies of earlier packages of the [`PUBLISHED`] crates.
+///
+/// The verification build reads sibling packages from a local registry under
+/// `target/package`, which cargo extracts into `$CARGO_HOME/registry/src/-<hash>/` (a folder
+/// named after the registry's path, with a leading `-`). An extraction is reused whenever
+/// the name and version match, so after a change to one crate the next verification, at the
+/// same path and the same version, would build against the stale copy. Only those local
+/// registries' folders are touched, never crates.io's.
+fn forget_packaged_extractions() -> Result<()> {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    for registry in registries.flatten().map(|e| e.path()) {
+        if !registry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('-'))
+        {
+            continue;
+        }
+        for name in PUBLISHED {
+            let extracted = registry.join(format!("{name}-{version}"));
+            if extracted.is_dir() {
+                std::fs::remove_dir_all(&extracted)
+                    .map_err(|e| anyhow::anyhow!("removing {}: {e}", extracted.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The target `tests/tests/edge_aarch64.rs` cross-builds for and runs under qemu.
