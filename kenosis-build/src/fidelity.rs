@@ -78,7 +78,7 @@ pub struct FidelityReport {
     /// set.
     pub samples: usize,
     /// What ran the INT8 model: the build machine's integer kernels, or the QDQ reference
-    /// where they differ from the target's (see [`crate::kernels`]).
+    /// where they differ from the target's (see `crate::kernels`).
     #[serde(default)]
     pub evaluation: Evaluation,
     /// True when those samples were held out of range calibration (a target was set).
@@ -98,12 +98,12 @@ pub struct FidelityReport {
     #[serde(default)]
     pub kept_fp32_tensors: Vec<String>,
     /// Measured cosine gain of keeping each candidate in FP32 alone (see
-    /// [`Candidate::label`]), highest gain per node returned to FP32 first (top 10).
+    /// `Candidate::label`), highest gain per node returned to FP32 first (top 10).
     pub most_sensitive: Vec<(String, f64)>,
     /// Samples the gains in `most_sensitive` were measured on (0: no search ran).
     #[serde(default)]
     pub ranking_samples: usize,
-    /// The tensor compared when no graph output is float ([`Compared::Tensor`]); `None`: the
+    /// The tensor compared when no graph output is float (`Compared::Tensor`); `None`: the
     /// first float graph output.
     #[serde(default)]
     pub compared_tensor: Option<String>,
@@ -124,7 +124,7 @@ pub enum SampleSource {
     /// Calibration data given by the user (an `.npy` folder or samples in memory).
     Real,
     /// Inputs Kenosis generated because no calibration data was given (see
-    /// [`crate::calibrate::data::synthetic_with_dims`]); also assumed for a report written
+    /// `calibrate::data::synthetic_with_dims`); also assumed for a report written
     /// before this field existed.
     #[default]
     Synthetic,
@@ -150,7 +150,7 @@ pub struct Evaluator<'a> {
     input_names: &'a [String],
     samples: &'a [Vec<SampleValue>],
     reference: Vec<Vec<f32>>,
-    /// The tensor compared ([`Compared::Tensor`]), or `None` for the first float output.
+    /// The tensor compared (`Compared::Tensor`), or `None` for the first float output.
     compared: Option<String>,
     /// How the INT8 models run.
     evaluation: Evaluation,

@@ -13,7 +13,7 @@
 //! }
 //! ```
 //! [`discover()`] finds every `include_quantized!("models/x.onnx", options...)` call in the
-//! package's targets (see [`mod@discover`]) and quantizes each model with its call site's
+//! package's targets (see `discover`) and quantizes each model with its call site's
 //! options. Models can also be registered explicitly, alone or next to discovery:
 //!
 //! ```no_run
@@ -35,30 +35,50 @@
 
 // The examples above are whole `build.rs` files, so they show their `main`.
 #![allow(clippy::needless_doctest_main)]
+// Some stage functions serve only Kenosis's tests and benchmark, through the `internals`
+// feature; builds with that feature (CI's clippy) still report real dead code.
+#![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
-pub mod cache;
-pub mod calibrate;
-pub mod cargo;
-pub mod discover;
+/// Declares the quantizer's stage modules: private to the crate, or public (hidden from the
+/// docs) with the non-default `internals` feature, which Kenosis's own tests, benchmark and
+/// fuzz targets enable. Not a public API: anything they hold changes without notice.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "internals")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        mod $name;
+    )*};
+}
+
+internal_modules!(
+    cache, calibrate, cargo, discover, fidelity, graph, kernels, normalize, onnx, pipeline,
+    quantize, report, types,
+);
 mod error;
-pub mod fidelity;
-pub mod graph;
-pub mod kernels;
-pub mod normalize;
-pub mod onnx;
 mod parallel;
-pub mod pipeline;
-pub mod quantize;
-pub mod report;
-pub mod types;
 
 use std::path::{Path, PathBuf};
 
 use kenosis_manifest::{Manifest, ModelEntry};
+#[cfg(not(feature = "internals"))]
+use pipeline::{Calibration, QuantizeOptions};
 
+pub use calibrate::Method;
 pub use error::{Error, Result};
-pub use pipeline::{quantize, Calibration, QuantizeOptions, Quantized};
+pub use fidelity::{FidelityReport, Measured, SampleSource};
+pub use kenosis_manifest::TensorInfo;
+pub use kernels::Evaluation;
+pub use normalize::NormalizeSummary;
+pub use quantize::plan::FloatNode;
+pub use quantize::rewrite::RewriteSummary;
 pub use report::Report;
+
+/// The offline entry point (no cargo, no manifest), with the `internals` feature.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use pipeline::{quantize, Calibration, QuantizeOptions, Quantized};
 
 /// One model registered with [`Config::model`] or found by discovery.
 #[derive(Debug, Clone)]
@@ -119,7 +139,7 @@ impl Config {
     }
 
     /// Also quantizes the model of every `include_quantized!` call in the package's lib,
-    /// bins, examples, tests and benches (see [`mod@discover`]), each with the options written at
+    /// bins, examples, tests and benches (see `discover`), each with the options written at
     /// its call site on top of this configuration's. Prints `cargo:rerun-if-changed` for every
     /// scanned file and target folder, so adding a call needs no `build.rs` edit. A call for a
     /// model also registered with [`Config::model`] and without options uses that
@@ -152,9 +172,9 @@ impl Config {
     /// u8·s8 kernels without VNNI saturate on full-range weights, unless the target enables
     /// VNNI (`avxvnni` or `avx512vnni` in cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with
     /// `-C target-cpu=native` on such a CPU); off elsewhere. Depthwise Convs keep 8-bit
-    /// weights either way (see [`quantize::rewrite::runs_on_widening_kernel`]), and so does
+    /// weights either way (see `quantize::rewrite::runs_on_widening_kernel`), and so does
     /// each Conv whose simulated int16 pair saturation, on the calibration data, costs less
-    /// than the extra bit saves (see [`quantize::saturation`]).
+    /// than the extra bit saves (see `quantize::saturation`).
     pub fn reduce_range(mut self, enable: bool) -> Self {
         self.reduce_range = Some(enable);
         self
@@ -170,7 +190,7 @@ impl Config {
     /// model's input units: e.g. `(0.0, 1.0)` for a model that reads pixels divided by 255,
     /// `(-123.0, 151.0)` for SqueezeNet 1.0's mean-subtracted pixels. Default: inferred from
     /// the stem Convs as normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`)
-    /// or pixels (`[0, 255]`; see [`calibrate::image_range`]), which assumes a network
+    /// or pixels (`[0, 255]`; see `calibrate::image_range`), which assumes a network
     /// trained with BatchNorm. Without a range that matches, synthetic calibration is
     /// useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output cosine 0.01 with
     /// FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
@@ -182,7 +202,7 @@ impl Config {
     }
 
     /// How activation ranges are chosen from calibration statistics (default
-    /// [`calibrate::Method::Mse`]; see [`calibrate::range`] for the methods and the
+    /// [`calibrate::Method::Mse`]; see `calibrate::range` for the methods and the
     /// measurements behind the default).
     pub fn calibration_method(mut self, method: calibrate::Method) -> Self {
         self.method = Some(method);
@@ -190,14 +210,14 @@ impl Config {
     }
 
     /// Bias correction for weight quantization (default `true`; see
-    /// [`quantize::bias_correction`]).
+    /// `quantize::bias_correction`).
     pub fn bias_correction(mut self, enable: bool) -> Self {
         self.bias_correction = Some(enable);
         self
     }
 
     /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights, from their input
-    /// patches observed during calibration (default `true`; see [`quantize::gptq`]).
+    /// patches observed during calibration (default `true`; see `quantize::gptq`).
     pub fn gptq_rounding(mut self, enable: bool) -> Self {
         self.gptq_rounding = Some(enable);
         self
@@ -205,9 +225,9 @@ impl Config {
 
     /// Requires the INT8 model's first output to have a mean cosine similarity of at least
     /// `min` with FP32 on held-out calibration samples (a fifth of them), checked on the 95%
-    /// lower confidence bound of that mean (see [`fidelity`]) so that it carries over to
+    /// lower confidence bound of that mean (see `fidelity`) so that it carries over to
     /// unseen inputs; the most sensitive ops and activations (measured, see
-    /// [`fidelity::meet_target`]) are kept in FP32 until it holds, else the build fails with
+    /// `fidelity::meet_target`) are kept in FP32 until it holds, else the build fails with
     /// a report.
     pub fn min_cosine(mut self, min: f64) -> Self {
         self.fidelity_target
@@ -249,7 +269,7 @@ impl Config {
     /// Authenticates cache entries with `secret` (default: `$KENOSIS_CACHE_KEY` when set and
     /// non-empty): entries carry a keyed BLAKE3 hash over the cache key, the artifact and its
     /// report, and an entry whose hash does not verify is rebuilt, never embedded (see
-    /// [`cache::Cache::authenticated`] and `docs/cache-trust.md`). Set it when the cache
+    /// `cache::Cache::authenticated` and `docs/cache-trust.md`). Set it when the cache
     /// folder is shared with jobs that may write it but must not choose what is embedded.
     pub fn cache_key(mut self, secret: impl Into<String>) -> Self {
         self.cache_key = Some(secret.into());
@@ -274,7 +294,7 @@ impl Config {
     /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model.
     ///
     /// # Errors
-    /// [`Error::Config`] for an option out of bounds (see [`QuantizeOptions::check`]), before
+    /// [`Error::Config`] for an option out of bounds (see `QuantizeOptions::check`), before
     /// any model is read; otherwise the first [`Error`] met. Nothing is written into
     /// `OUT_DIR` for the failing model and no manifest is written.
     pub fn compile(self) -> Result<()> {

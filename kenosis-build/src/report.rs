@@ -48,13 +48,13 @@ pub struct Report {
     /// True when no calibration data was given and synthetic inputs were used.
     pub calibration_synthetic: bool,
     /// Value range of each synthetic image input (`"[-2.118, 2.64]"` or `"[0, 255]"` as
-    /// inferred, see [`crate::calibrate::image_range`], or the `synthetic_image_range`
+    /// inferred, see `crate::calibrate::image_range`, or the `synthetic_image_range`
     /// given); empty with real calibration data.
     #[serde(default)]
     pub synthetic_image_ranges: BTreeMap<String, String>,
     /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did;
     /// `None` when the model holds an op ONNX Runtime cannot run (see
-    /// [`crate::calibrate::runnable`]).
+    /// `crate::calibrate::runnable`).
     pub fidelity: Option<FidelityReport>,
     /// Options the artifact was built with, as text.
     pub options: String,

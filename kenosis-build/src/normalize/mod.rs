@@ -73,17 +73,17 @@ pub struct NormalizeSummary {
     pub splits_as_slices: usize,
     /// Dropout nodes removed (identity at inference).
     pub dropouts_removed: usize,
-    /// Two-input `Sum` nodes written as `Add` (see [`sums_as_adds`]).
+    /// Two-input `Sum` nodes written as `Add` (see `sums_as_adds`).
     #[serde(default)]
     pub sums_as_adds: usize,
-    /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see [`silu`]).
+    /// SiLUs (`x * Sigmoid(x)`) fused into `com.microsoft` `QuickGelu` (see `silu`).
     #[serde(default)]
     pub silus_fused: usize,
     /// GELUs written out fused into `com.microsoft` `Gelu` (`x · ½ · (1 + erf(x/√2))`) or
-    /// `FastGelu` (the tanh approximation), see [`gelu`].
+    /// `FastGelu` (the tanh approximation), see `gelu`.
     #[serde(default)]
     pub gelus_fused: usize,
-    /// HardSwishes written out in elementary ops fused into `HardSwish` (see [`hardswish`]).
+    /// HardSwishes written out in elementary ops fused into `HardSwish` (see `hardswish`).
     #[serde(default)]
     pub hardswishes_fused: usize,
     /// Layer normalizations written out in elementary ops fused into `LayerNormalization`
