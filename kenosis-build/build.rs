@@ -34,4 +34,10 @@ fn main() {
         "cargo:rustc-env=KENOSIS_SOURCE_HASH={}",
         hasher.finalize().to_hex()
     );
+    // The optimization level this crate is compiled at, so that quantizing in an
+    // unoptimized build script can say how to make it fast.
+    println!(
+        "cargo:rustc-env=KENOSIS_BUILD_OPT_LEVEL={}",
+        std::env::var("OPT_LEVEL").unwrap_or_default()
+    );
 }

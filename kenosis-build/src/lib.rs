@@ -513,6 +513,7 @@ impl Config {
                 },
             ),
             None => {
+                warn_if_unoptimized();
                 let mut q =
                     pipeline::quantize_decoded(&path, decoded, size_fp32, &calibration, options)?;
                 q.report.source = model.path.display().to_string();
@@ -553,6 +554,28 @@ impl Config {
         };
         Ok((entry, report.keep_float_unmatched))
     }
+}
+
+/// Says once per build script run, before quantizing, that kenosis-build was compiled without
+/// optimization (cargo builds build-dependencies at `opt-level = 0` unless told otherwise),
+/// which makes its statistics loops several times slower, and what to add.
+fn warn_if_unoptimized() {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Some(message) = unoptimized_warning(env!("KENOSIS_BUILD_OPT_LEVEL")) {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            cargo::warning(&message);
+        }
+    }
+}
+
+/// The warning for kenosis-build compiled at cargo's `opt_level` (`OPT_LEVEL`), if any.
+fn unoptimized_warning(opt_level: &str) -> Option<String> {
+    (opt_level == "0").then(|| {
+        "kenosis: kenosis-build is compiled without optimization, so quantizing is slow; add \
+         to the workspace's Cargo.toml: [profile.dev.package.kenosis-build] opt-level = 3 and \
+         [profile.release.package.kenosis-build] opt-level = 3"
+            .to_owned()
+    })
 }
 
 /// The `keep_float` names that match a node in none of the models, given each model's
@@ -660,7 +683,17 @@ fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::unmatched_everywhere;
+    use super::{unmatched_everywhere, unoptimized_warning};
+
+    #[test]
+    fn an_unoptimized_kenosis_build_says_what_to_add() {
+        let message = unoptimized_warning("0").expect("a warning at opt-level 0");
+        assert!(message.contains("[profile.dev.package.kenosis-build] opt-level = 3"));
+        assert!(message.contains("[profile.release.package.kenosis-build] opt-level = 3"));
+        for level in ["1", "2", "3", "s", "z"] {
+            assert_eq!(unoptimized_warning(level), None, "opt-level {level}");
+        }
+    }
 
     #[test]
     fn a_keep_float_name_is_unmatched_only_when_no_model_has_it() {
