@@ -129,6 +129,13 @@ impl Config {
     }
 
     /// Registers an FP32 ONNX model; a relative path is resolved against `CARGO_MANIFEST_DIR`.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn model(mut self, path: impl AsRef<Path>) -> Self {
         self.models.push(ModelConfig {
             path: path.as_ref().to_owned(),
@@ -144,6 +151,13 @@ impl Config {
     /// scanned file and target folder, so adding a call needs no `build.rs` edit. A call for a
     /// model also registered with [`Config::model`] and without options uses that
     /// registration.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .discover()
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn discover(mut self) -> Self {
         self.discover = true;
         self
@@ -154,6 +168,14 @@ impl Config {
     /// paired by sorted file name. Applies to the model registered just before, or, called before any
     /// [`Config::model`], to every model without its own folder. Relative paths are resolved
     /// against `CARGO_MANIFEST_DIR`. Without it, deterministic synthetic inputs are used.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .calibration_npy_dir("calib/net")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn calibration_npy_dir(mut self, dir: impl AsRef<Path>) -> Self {
         match self.models.last_mut() {
             Some(m) => m.calibration_npy_dir = Some(dir.as_ref().to_owned()),
@@ -163,6 +185,14 @@ impl Config {
     }
 
     /// Per-channel weight scales on the output-channel axis (default `true`) or per tensor.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .per_channel(false)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn per_channel(mut self, enable: bool) -> Self {
         self.per_channel = Some(enable);
         self
@@ -175,12 +205,28 @@ impl Config {
     /// weights either way (see `quantize::rewrite::runs_on_widening_kernel`), and so does
     /// each Conv whose simulated int16 pair saturation, on the calibration data, costs less
     /// than the extra bit saves (see `quantize::saturation`).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .reduce_range(false)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn reduce_range(mut self, enable: bool) -> Self {
         self.reduce_range = Some(enable);
         self
     }
 
     /// Number of synthetic calibration samples when no data is given (default 16).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .synthetic_samples(64)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn synthetic_samples(mut self, count: usize) -> Self {
         self.synthetic_samples = Some(count);
         self
@@ -192,25 +238,47 @@ impl Config {
     /// the stem Convs as normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`)
     /// or pixels (`[0, 255]`; see `calibrate::image_range`), which assumes a network
     /// trained with BatchNorm. Without a range that matches, synthetic calibration is
-    /// useless: SqueezeNet 1.0 calibrated on `[-1, 1]` fields has output cosine 0.01 with
-    /// FP32 on photographs, 0.92 with this set to `(-123.0, 151.0)`.
+    /// useless (docs/benchmarks.md has SqueezeNet 1.0's case).
     /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are finite and
     /// `low < high`.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/squeezenet1.0.onnx")
+    ///     .synthetic_image_range(-123.0, 151.0)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn synthetic_image_range(mut self, low: f32, high: f32) -> Self {
         self.synthetic_image_range = Some([low, high]);
         self
     }
 
     /// How activation ranges are chosen from calibration statistics (default
-    /// [`calibrate::Method::Mse`]; see `calibrate::range` for the methods and the
-    /// measurements behind the default).
-    pub fn calibration_method(mut self, method: calibrate::Method) -> Self {
+    /// [`Method::Mse`]; `docs/design.md` describes the methods).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .calibration_method(kenosis_build::Method::Percentile(99.99))
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
+    pub fn calibration_method(mut self, method: Method) -> Self {
         self.method = Some(method);
         self
     }
 
     /// Bias correction for weight quantization (default `true`; see
     /// `quantize::bias_correction`).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .bias_correction(false)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn bias_correction(mut self, enable: bool) -> Self {
         self.bias_correction = Some(enable);
         self
@@ -218,6 +286,14 @@ impl Config {
 
     /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights, from their input
     /// patches observed during calibration (default `true`; see `quantize::gptq`).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .gptq_rounding(false)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn gptq_rounding(mut self, enable: bool) -> Self {
         self.gptq_rounding = Some(enable);
         self
@@ -229,6 +305,15 @@ impl Config {
     /// unseen inputs; the most sensitive ops and activations (measured, see
     /// `fidelity::meet_target`) are kept in FP32 until it holds, else the build fails with
     /// a report.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .calibration_npy_dir("calib/net")
+    ///     .min_cosine(0.995)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn min_cosine(mut self, min: f64) -> Self {
         self.fidelity_target
             .get_or_insert_with(Default::default)
@@ -238,6 +323,15 @@ impl Config {
 
     /// Like [`Config::min_cosine`] for the fraction of held-out samples whose first output
     /// has the same argmax (top-1 class) as FP32, in `[0, 1]`.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .calibration_npy_dir("calib/net")
+    ///     .min_top1_agreement(0.95)
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn min_top1_agreement(mut self, min: f64) -> Self {
         self.fidelity_target
             .get_or_insert_with(Default::default)
@@ -248,12 +342,28 @@ impl Config {
     /// Keeps the node named `name` in FP32 (in every model). Names are those of the model
     /// file's nodes; each report lists the names its model has no node for
     /// (`keep_float_unmatched`), and a name no model has gets a `cargo:warning`.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .keep_float("head/Conv")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn keep_float(mut self, name: impl Into<String>) -> Self {
         self.keep_float.push(name.into());
         self
     }
 
     /// Overrides `OUT_DIR` (artifacts and manifest go there).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .out_dir("target/kenosis-out")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.out_dir = Some(dir.as_ref().to_owned());
         self
@@ -261,6 +371,14 @@ impl Config {
 
     /// Overrides the cache folder (default: `$KENOSIS_CACHE_DIR`, else
     /// `<target dir>/kenosis-cache`, shared by debug and release builds).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .cache_dir("/var/cache/kenosis")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn cache_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cache_dir = Some(dir.as_ref().to_owned());
         self
@@ -271,12 +389,28 @@ impl Config {
     /// report, and an entry whose hash does not verify is rebuilt, never embedded (see
     /// `cache::Cache::authenticated` and `docs/cache-trust.md`). Set it when the cache
     /// folder is shared with jobs that may write it but must not choose what is embedded.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .cache_key(std::env::var("CI_CACHE_SECRET").unwrap_or_default())
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn cache_key(mut self, secret: impl Into<String>) -> Self {
         self.cache_key = Some(secret.into());
         self
     }
 
     /// Overrides `CARGO_MANIFEST_DIR` (base of relative paths).
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .manifest_dir("/path/to/crate")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn manifest_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.manifest_dir = Some(dir.as_ref().to_owned());
         self
@@ -284,6 +418,14 @@ impl Config {
 
     /// Overrides the build target triple (default: cargo's `TARGET`), which picks the
     /// reduce-range default.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .target("aarch64-unknown-linux-gnu")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
     pub fn target(mut self, triple: impl Into<String>) -> Self {
         self.target = Some(triple.into());
         self
