@@ -59,6 +59,7 @@ impl Target {
 
 /// INT8-vs-FP32 agreement on a set of samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Measured {
     /// Mean cosine similarity of the first graph output, flattened.
     pub mean_cosine: f64,
@@ -72,6 +73,7 @@ pub struct Measured {
 
 /// What the build measured, and what the fidelity target did, for the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FidelityReport {
     /// Samples compared: the last fifth (at least one) of the calibration samples, in
     /// file-name order for `.npy` folders, held out of range calibration when a target is
@@ -120,6 +122,7 @@ pub struct FidelityReport {
 /// Where the samples a fidelity figure was measured on came from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SampleSource {
     /// Calibration data given by the user (an `.npy` folder or samples in memory).
     Real,

@@ -84,6 +84,7 @@ impl IntegerKernels {
 /// How the fidelity check runs the INT8 model, so that it measures what the target computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Evaluation {
     /// ONNX Runtime at its default optimization level on the build machine, as users run the
     /// model: its integer kernels are the target's kind.

@@ -19,6 +19,7 @@ pub const SYNTHETIC_FIDELITY_CAVEAT: &str = " (measured on synthetic inputs: doe
 
 /// What was done to one model and what it cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The FP32 model path as given to the build.
     pub source: String,

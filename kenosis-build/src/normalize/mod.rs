@@ -41,6 +41,7 @@ const IR_FOR_OPSET_13: i64 = 7;
 
 /// What normalization changed, for the build report.
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct NormalizeSummary {
     /// Default-domain opset before normalization.
     pub opset_before: i64,

@@ -137,6 +137,7 @@ pub struct WeightPlan {
 
 /// Why a node stays FP32, for the build report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct FloatNode {
     /// Node name.
     pub name: String,

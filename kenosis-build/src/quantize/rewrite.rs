@@ -38,6 +38,7 @@ pub struct WeightOptions {
 
 /// Counts of what the rewrite did, for the build report.
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct RewriteSummary {
     /// Q/DQ pairs inserted on activations.
     pub activation_qdq: usize,
