@@ -376,10 +376,10 @@ version = "0.1.0"
 edition = "2021"
 
 [dependencies]
-kenosis-runtime = {{ version = "0.1", features = ["bundled-ort"] }}
+kenosis-runtime = {{ version = "0.1", default-features = false, features = ["bundled-ort"] }}
 
 [build-dependencies]
-kenosis-build = "0.1"
+kenosis-build = {{ version = "0.1", default-features = false }}
 
 [profile.release.package.kenosis-build]
 opt-level = 3
