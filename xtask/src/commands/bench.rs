@@ -1,7 +1,8 @@
 //! `cargo xtask bench [--quick] [--models A,B] [-- BENCH ARGS]`: Kenosis INT8 against FP32
 //! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
-//! and `target/bench/bench.md`; then the deployment costs of `bundled-ort`
-//! (`target/bench/deploy.md`, see [`super::bench_deploy`]).
+//! and `target/bench/bench.md`, which becomes the `models` section of `docs/benchmarks.md`;
+//! then the deployment costs of `bundled-ort` (`target/bench/deploy.md` and the `deploy`
+//! section, see [`super::bench_deploy`]).
 //!
 //! The ORT-quantizer column runs `onnxruntime.quantization.quantize_static` in a Python venv
 //! at `target/bench-venv`, created and filled with `pip` when missing. Without Python or
@@ -56,6 +57,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .as_deref()
         .and_then(super::test::fetch_models)
         .transpose()?;
+    // Only a full run's tables replace the ones in docs/benchmarks.md.
+    let full_run = !args.quick && args.models.is_none() && args.args.is_empty();
     let mut cmd = cargo::command(&ort);
     if let Some(models) = models {
         cmd.env("KENOSIS_MODELS", models);
@@ -86,6 +89,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     cmd.args(args.args);
     let code = cargo::run(cmd)?;
+    if code != ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    if full_run {
+        // This run's tables become the `models` section of docs/benchmarks.md.
+        let tables = out.join("bench.md");
+        let text = std::fs::read_to_string(&tables)
+            .with_context(|| format!("reading {}", tables.display()))?;
+        crate::docs::write_section(&crate::docs::benchmarks_md(), "models", &text)?;
+    }
     super::bench_deploy::run(&ort, &out)?;
     Ok(code)
 }
