@@ -4,31 +4,22 @@
 //! A model's expected input scale is not written in the ONNX file: EfficientNet-Lite0 and
 //! PaddleOCR rec / cls normalize to `[-1, 1]`, PP-OCR det and most torchvision models use
 //! ImageNet's mean and standard deviation (about `[-2.1, 2.6]`), YOLOX reads raw 0-255
-//! pixels. Calibrating on the wrong scale is costly: YOLOX-Nano calibrated on `[-1, 1]`
-//! fields reaches output cosine 0.937 on 20 photographs, on `[0, 255]` fields 0.984.
+//! pixels. Calibrating on the wrong scale misplaces every activation range.
 //!
 //! The two normalizations are not told apart: their gains differ by only 2.2x, within the
-//! spread of the statistic below (ratios of BN running deviation to stem response on
-//! photographs scaled to `[-1, 1]`: PP-OCR rec 0.90, EfficientNet-Lite0 1.22, PP-OCR cls 1.53,
-//! all `[-1, 1]`; PP-OCR det 3.0, ImageNet-standardized). Normalized inputs are synthesized
-//! over ImageNet's range instead, which contains `[-1, 1]`. Measured with synthetic
-//! calibration against `[-1, 1]` fields: EfficientNet-Lite0 output cosine 0.978 → 0.989 on
-//! 200 ImageNet photographs, PP-OCR cls 0.989 → 0.993 and rec 0.986 → 0.986 on 20 crops,
-//! PP-OCRv4 det (fed ImageNet-standardized photographs, as PaddleOCR does, and calibrated at
-//! 640x640) 0.33 → 0.71 on the sigmoid map of 20 photographs with text.
+//! spread of the statistic below across models. Normalized inputs are synthesized over
+//! ImageNet's range instead, which contains `[-1, 1]`.
 //!
 //! Pixels are told apart from normalized inputs by the weights. A network trained with batch
 //! normalization (Ioffe & Szegedy 2015) has, after the BN is folded into its first Conv,
 //! per-channel outputs whose standard deviation on the training inputs is the BN's `|gamma|`:
 //! of order one. So the stem Convs are run once on `[-1, 1]` fields, and the inputs are taken
 //! as pixels when the median channel standard deviation gets closer to one (in log scale)
-//! when multiplied by 127.5, the gain from `[-1, 1]` to `[0, 255]`. Measured medians on
-//! `[-1, 1]` fields: EfficientNet-Lite0 1.15, PP-OCR det / rec / cls 0.30 / 0.62 / 0.47,
-//! SqueezeNet 1.0 0.20 (all normalized), YOLOX-Nano 0.0056 (pixels); the threshold is 0.089.
-//! SqueezeNet has no BN and does read mean-subtracted pixels, so the rule is a default for
-//! BN-trained networks, not a guarantee: `synthetic_image_range` overrides it (SqueezeNet 1.0
-//! on `[-1, 1]` fields: output cosine 0.01 on photographs; on `[-123, 151]`: 0.92), and real
-//! calibration data avoids the question.
+//! when multiplied by 127.5, the gain from `[-1, 1]` to `[0, 255]`, i.e. below `1/√127.5`
+//! (see [`range_for_stem_std`]; the medians of the shared models of either kind lie on their
+//! side of it, `docs/benchmarks.md`). A network without BatchNorm breaks the premise, so the
+//! rule is a default for BN-trained networks, not a guarantee: `synthetic_image_range`
+//! overrides it, and real calibration data avoids the question.
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -11,18 +11,9 @@
 //!   histogram, clipping error included (as in Banner et al. 2019, "Post-training 4-bit
 //!   quantization", for the uniform case).
 //!
-//! **Default: MSE.** Measured by `cargo xtask bench` (calibration on 100 ImageNet images,
-//! agreement with FP32 on 900 others, bias correction on), top-1 / mean cosine:
-//!
-//! | method | EfficientNet-Lite0 | SqueezeNet 1.0 |
-//! |---|---|---|
-//! | MSE | 97.1% / 0.9935 | 93.6% / 0.9936 |
-//! | MinMax | 97.0% / 0.9932 | 93.1% / 0.9918 |
-//! | Percentile(99.99) | 96.7% / 0.9931 | 92.3% / 0.9906 |
-//! | Entropy | 95.7% / 0.9806 | 93.9% / 0.9934 |
-//!
-//! MSE has the best mean cosine on both; Entropy clips ReLU6 outputs harder than MSE, and on
-//! SqueezeNet its worst image falls to cosine 0.55 (MSE: 0.89).
+//! **Default: MSE**, the method with the best mean cosine against FP32 on the shared
+//! classifiers (`docs/benchmarks.md`): unlike Entropy it does not clip ReLU6 outputs harder
+//! than their rounding error warrants.
 //!
 //! Entropy and MSE search candidate ranges `[t·min, t·max]` for shrink factors `t` in (0, 1],
 //! so the sign structure (e.g. a ReLU output's zero lower bound) is kept.
@@ -33,10 +24,7 @@
 //! the activation then costs little to clip, and the levels it frees go where `f` has slope.
 //! AdaRound (Nagel et al. 2020, "Up or Down? Adaptive Rounding", §4) likewise measures its
 //! layer-wise loss after the activation function; here that choice sets the range rather
-//! than the rounding. Measured on YOLOX-Nano (calibration on 100 COCO images, evaluation on
-//! 200 others, fused in ONNX Runtime): its SiLU inputs' median negative end moves from -6.9
-//! to -3.7 (positive end 5.6 → 6.1), output cosine 0.9775 → 0.9835, score columns 0.910 →
-//! 0.931. Models without such readers (EfficientNet-Lite0, SqueezeNet) are byte-identical.
+//! than the rounding. Tensors without such readers get the plain MSE range.
 
 pub use super::activation::Activation;
 use super::stats::Histogram;
