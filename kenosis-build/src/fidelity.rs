@@ -240,12 +240,8 @@ impl<'a> Evaluator<'a> {
             Some(t) => encode_with_observed_outputs(model, std::slice::from_ref(t)),
             None => model.encode_to_vec(),
         };
-        // The QDQ reference: ORT's other graph optimizations stay on, its QDQ fusions into
-        // integer kernels are off (ORT's `kOrtSessionOptionsDisableQuantQDQ`).
-        let config: &[(&str, &str)] = match self.evaluation {
-            Evaluation::HostKernels => &[],
-            Evaluation::QdqReference => &[("session.disable_quant_qdq", "1")],
-        };
+        // The QDQ reference keeps ORT's other graph optimizations, not its QDQ fusions.
+        let config = self.evaluation.session_config();
         let mut s = session_with_config(
             &self.path,
             bytes,

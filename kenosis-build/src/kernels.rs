@@ -107,6 +107,16 @@ impl Evaluation {
         }
     }
 
+    /// The ONNX Runtime session configuration entries (`key`, `value`) that run a model this
+    /// way: none for the host's kernels, ORT's `kOrtSessionOptionsDisableQuantQDQ` for the
+    /// reference.
+    pub fn session_config(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Self::HostKernels => &[],
+            Self::QdqReference => &[("session.disable_quant_qdq", "1")],
+        }
+    }
+
     /// For reports: what ran the model.
     pub fn describe(self) -> &'static str {
         match self {

@@ -93,10 +93,36 @@ fn assert_quantized(label: &str, q: &Quantized) {
     );
 }
 
+/// Quantizes `model` with `calibration` and with synthetic inputs (default options); each
+/// build must quantize its integer path and agree with FP32 on `eval` above 0.999 cosine.
+/// Returns both builds, calibrated first.
+fn quantize_with_and_without_data(
+    model: &Path,
+    calibration: &Calibration,
+    eval: &[Vec<SampleValue>],
+    names: &[String],
+) -> (Quantized, Quantized) {
+    let bytes = std::fs::read(model).expect("fixture");
+    let options = QuantizeOptions::default();
+    let calibrated =
+        quantize(model, &bytes, calibration, &options).expect("quantizes with calibration data");
+    let synthetic = quantize(model, &bytes, &Calibration::Synthetic, &options)
+        .expect("quantizes with synthetic inputs");
+    for (label, q) in [("calibrated", &calibrated), ("synthetic", &synthetic)] {
+        assert_quantized(label, q);
+        let cosine = agreement(model, q, eval, names);
+        eprintln!(
+            "{label}: cosine {cosine:.5} on real text; {}",
+            q.report.summary_line()
+        );
+        assert!(cosine > 0.999, "{label}: INT8 vs FP32 cosine {cosine}");
+    }
+    (calibrated, synthetic)
+}
+
 #[test]
 fn an_int32_and_bool_input_model_quantizes_with_and_without_calibration_data() {
     let model = fixture("byte_classifier_int32.onnx");
-    let bytes = std::fs::read(&model).expect("fixture");
     let names = ["bytes".to_owned(), "mask".to_owned()];
     let eval = int32_samples(&windows(&evaluation_text(), 24));
 
@@ -120,26 +146,12 @@ fn an_int32_and_bool_input_model_quantizes_with_and_without_calibration_data() {
             .write_npy(file("mask"))
             .expect("bool npy");
     }
-    let options = QuantizeOptions::default();
-    let calibrated = quantize(
+    let (calibrated, synthetic) = quantize_with_and_without_data(
         &model,
-        &bytes,
         &Calibration::NpyDir(dir.path().to_owned()),
-        &options,
-    )
-    .expect("quantizes with int32 and bool calibration data");
-    let synthetic = quantize(&model, &bytes, &Calibration::Synthetic, &options)
-        .expect("quantizes with synthetic int32 and bool inputs");
-
-    for (label, q) in [("calibrated", &calibrated), ("synthetic", &synthetic)] {
-        assert_quantized(label, q);
-        let cosine = agreement(&model, q, &eval, &names);
-        eprintln!(
-            "{label}: cosine {cosine:.5} on real text; {}",
-            q.report.summary_line()
-        );
-        assert!(cosine > 0.999, "{label}: INT8 vs FP32 cosine {cosine}");
-    }
+        &eval,
+        &names,
+    );
     assert!(!calibrated.report.calibration_synthetic);
     assert_eq!(calibrated.report.calibration_samples, 20);
     let f = calibrated.report.fidelity.as_ref().expect("measured");
@@ -193,7 +205,6 @@ fn synthetic_fidelity_is_labelled_in_the_json_report_and_the_warning() {
 #[test]
 fn a_uint8_input_read_through_a_cast_quantizes_with_and_without_calibration_data() {
     let model = fixture("byte_classifier_uint8.onnx");
-    let bytes = std::fs::read(&model).expect("fixture");
     let names = ["bytes".to_owned()];
     let full = |w: Vec<(Array2<u8>, Array2<bool>)>| -> Vec<Vec<SampleValue>> {
         w.into_iter()
@@ -202,28 +213,15 @@ fn a_uint8_input_read_through_a_cast_quantizes_with_and_without_calibration_data
     };
     let eval = full(windows(&evaluation_text(), 24));
     let calibration = full(windows(&workspace_file("LICENSE-APACHE"), 20));
-    let options = QuantizeOptions::default();
-    let calibrated = quantize(
+    quantize_with_and_without_data(
         &model,
-        &bytes,
         &Calibration::Data(kenosis_build::calibrate::CalibrationData {
             samples: calibration,
             ..Default::default()
         }),
-        &options,
-    )
-    .expect("quantizes with uint8 calibration data");
-    let synthetic = quantize(&model, &bytes, &Calibration::Synthetic, &options)
-        .expect("quantizes with synthetic uint8 inputs");
-    for (label, q) in [("calibrated", &calibrated), ("synthetic", &synthetic)] {
-        assert_quantized(label, q);
-        let cosine = agreement(&model, q, &eval, &names);
-        eprintln!(
-            "{label}: cosine {cosine:.5} on real text; {}",
-            q.report.summary_line()
-        );
-        assert!(cosine > 0.999, "{label}: INT8 vs FP32 cosine {cosine}");
-    }
+        &eval,
+        &names,
+    );
 }
 
 #[test]

@@ -126,11 +126,7 @@ pub fn session(
     session_with_config(bytes, level, save_optimized, &[])
 }
 
-/// The QDQ reference `kenosis_build::kernels::Evaluation::QdqReference` measures with: ORT's
-/// QDQ fusions off.
-pub const QDQ_REFERENCE_CONFIG: [(&str, &str); 1] = [("session.disable_quant_qdq", "1")];
-
-/// [`session`] with ORT session configuration entries, e.g. [`QDQ_REFERENCE_CONFIG`].
+/// [`session`] with ORT session configuration entries, e.g. `Evaluation::session_config`'s.
 pub fn session_with_config(
     bytes: &[u8],
     level: GraphOptimizationLevel,

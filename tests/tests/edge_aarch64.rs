@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kenosis_build::kernels::{Evaluation, IntegerKernels};
 use kenosis_eval::{argmax, imagenet_files, shared_dir, workspace_root};
 use kenosis_runtime::EmbeddedModel;
 use ndarray::Axis;
@@ -278,19 +279,14 @@ fn the_example_cross_built_with_bundled_ort_runs_alone_on_aarch64_and_its_report
     }
 }
 
-/// The evaluation an aarch64 (exact-kernel) artifact gets on this machine: the QDQ reference
-/// where ONNX Runtime's x86 kernels saturate (no VNNI).
-fn expected_evaluation() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    let vnni = std::arch::is_x86_feature_detected!("avxvnni")
-        || std::arch::is_x86_feature_detected!("avx512vnni");
-    #[cfg(not(target_arch = "x86_64"))]
-    let vnni = true;
-    if vnni {
-        "host_kernels"
-    } else {
-        "qdq_reference"
-    }
+/// The evaluation an aarch64 artifact gets on this machine, by kenosis-build's own rule (the
+/// QDQ reference where the host's x86 kernels saturate), as the report writes it.
+fn expected_evaluation() -> serde_json::Value {
+    let evaluation = Evaluation::for_kernels(
+        IntegerKernels::of_target(TARGET, ""),
+        IntegerKernels::of_host(),
+    );
+    serde_json::to_value(evaluation).expect("serializes")
 }
 
 /// The artifact's logits on this host with ONNX Runtime's QDQ fusions off.
@@ -298,7 +294,12 @@ fn qdq_reference_logits(artifact: &Path, images: &[PathBuf]) -> Vec<Vec<f32>> {
     let bytes = std::fs::read(artifact).expect("the artifact");
     let model = EmbeddedModel::from_static_bytes("artifact (QDQ reference)", bytes.leak());
     model
-        .configure_session(|b| Ok(b.with_config_entry("session.disable_quant_qdq", "1")?))
+        .configure_session(|mut b| {
+            for (key, value) in Evaluation::QdqReference.session_config() {
+                b = b.with_config_entry(key, value)?;
+            }
+            Ok(b)
+        })
         .expect("not loaded yet");
     logits(&model, images)
 }

@@ -376,7 +376,7 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
         &q.bytes,
         GraphOptimizationLevel::All,
         Some(&optimized),
-        &QDQ_REFERENCE_CONFIG,
+        kenosis_build::kernels::Evaluation::QdqReference.session_config(),
     );
     let ops = op_types(&optimized);
     assert_eq!(
