@@ -127,7 +127,7 @@ pub enum SampleSource {
     /// Calibration data given by the user (an `.npy` folder or samples in memory).
     Real,
     /// Inputs Kenosis generated because no calibration data was given (see
-    /// `calibrate::data::synthetic_with_dims`); also assumed for a report written
+    /// `calibrate::synthetic::synthetic_with_dims`); also assumed for a report written
     /// before this field existed.
     #[default]
     Synthetic,
@@ -542,7 +542,7 @@ pub fn meet_target<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::test_support::{model, node};
     use crate::onnx::{dtype, tensor};
     use crate::quantize::{plan::FloatNode, plan::Plan, rewrite::RewriteSummary};
     use ndarray::{ArrayD, IxDyn};

@@ -53,10 +53,12 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    cache, calibrate, cargo, discover, fidelity, graph, kernels, normalize, onnx, pipeline,
+    cache, calibrate, cargo, discover, fidelity, graph, kernels, normalize, onnx, ops, pipeline,
     quantize, report, types,
 );
 mod error;
+#[cfg(test)]
+mod test_support;
 mod parallel;
 
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
 use crate::calibrate::gram::{ConvGeometry, PatchGram};
-use crate::calibrate::image_range::ImageRange;
+use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::session::GramRequest;
 use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
 use crate::error::{Error, Result};
@@ -397,8 +397,8 @@ pub fn quantize_decoded(
             .map(|&i| &graph.node[i])
             .filter(|n| {
                 matches!(
-                    plan::rule_of(n),
-                    plan::OpRule::Weighted { .. } | plan::OpRule::QLinear
+                    crate::ops::rule_of(n),
+                    crate::ops::OpRule::Weighted { .. } | crate::ops::OpRule::QLinear
                 ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
             .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
@@ -508,11 +508,11 @@ fn calibration_data(
                 None => calibrate::image_range::infer(calibration_model, specs, &dims, path)?,
             };
             for ((spec, dims), range) in specs.iter().zip(&dims).zip(&ranges) {
-                if calibrate::data::synthesizes_image(spec, dims) {
+                if calibrate::synthetic::synthesizes_image(spec, dims) {
                     synthetic_image_ranges.insert(spec.name.clone(), range.label());
                 }
             }
-            calibrate::data::synthetic_with_dims(
+            calibrate::synthetic::synthetic_with_dims(
                 specs,
                 &dims,
                 &ranges,
@@ -541,7 +541,7 @@ fn observation_requests(
 ) -> (Vec<(String, ChannelAxis)>, Vec<GramRequest>) {
     let moments = weighted
         .iter()
-        .filter(|(n, w)| options.bias_correction || plan::is_depthwise(n, &w.dims))
+        .filter(|(n, w)| options.bias_correction || crate::ops::is_depthwise(n, &w.dims))
         .map(|(n, _)| {
             let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
                 ChannelAxis::Second

@@ -35,6 +35,7 @@ enum Command {
     Test(commands::test::Args),
     Bench(commands::bench::Args),
     Fuzz(commands::fuzz::Args),
+    Layers(commands::layers::Args),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +56,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Test(args) => commands::test::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Fuzz(args) => commands::fuzz::run(args),
+        Command::Layers(args) => commands::layers::run(args),
     }
 }
 

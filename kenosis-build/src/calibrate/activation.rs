@@ -92,7 +92,7 @@ pub fn sole_readers(graph: &GraphProto) -> HashMap<String, Activation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::test_support::{model, node};
 
     #[test]
     fn activations_match_their_spec_formulas() {

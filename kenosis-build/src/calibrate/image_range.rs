@@ -24,49 +24,14 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::calibrate::data::{synthesizes_image, synthetic_with_dims, InputSpec};
+use crate::calibrate::data::InputSpec;
+use crate::calibrate::synthetic::{synthesizes_image, synthetic_with_dims, ImageRange};
 use crate::calibrate::session;
 use crate::calibrate::stats::ChannelAxis;
 use crate::error::Result;
 use crate::graph::GraphIndex;
 use crate::onnx::{GraphProto, ModelProto};
-use crate::quantize::plan::{self, OpRule};
-
-/// Value range of a synthetic image input.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ImageRange {
-    /// `[-2.118, 2.64]`: normalized photographs. The range of ImageNet mean/std
-    /// standardization (`(0 - 0.485) / 0.229` to `(1 - 0.406) / 0.225`), which contains the
-    /// `[-1, 1]` of `(x - 127.5) / 127.5`.
-    Normalized,
-    /// `[0, 255]`: raw 8-bit pixel values.
-    Pixel,
-    /// `[low, high]` as the user gave it (`synthetic_image_range`), e.g. `[0, 1]` or
-    /// SqueezeNet's mean-subtracted pixels `[-123, 151]`.
-    Given {
-        /// Lower bound.
-        low: f32,
-        /// Upper bound, above `low`.
-        high: f32,
-    },
-}
-
-impl ImageRange {
-    /// `(low, high)` of the range.
-    pub fn bounds(self) -> (f32, f32) {
-        match self {
-            ImageRange::Normalized => (-2.118, 2.64),
-            ImageRange::Pixel => (0.0, 255.0),
-            ImageRange::Given { low, high } => (low, high),
-        }
-    }
-
-    /// Name for reports, e.g. `"[-2.118, 2.64]"`, `"[0, 255]"`, `"[0, 0.5]"`.
-    pub fn label(self) -> String {
-        let (low, high) = self.bounds();
-        format!("[{low}, {high}]")
-    }
-}
+use crate::ops::{self, OpRule};
 
 /// Gain from `[-1, 1]` to `[0, 255]` (the offset does not change a standard deviation).
 const PIXEL_GAIN: f64 = 127.5;
@@ -104,7 +69,7 @@ pub fn stem_convs(graph: &GraphProto, index: &GraphIndex, input: &str) -> Vec<St
                 continue;
             }
             let node = &graph.node[c];
-            let weighted = matches!(plan::rule_of(node), OpRule::Weighted { .. });
+            let weighted = matches!(ops::rule_of(node), OpRule::Weighted { .. });
             if weighted && node.op_type() == "Conv" {
                 stems.extend(node.output.first().cloned());
             } else if !weighted {
@@ -178,7 +143,7 @@ pub fn infer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::test_support::{model, node};
 
     #[test]
     fn the_threshold_sits_between_measured_normalized_and_pixel_models() {

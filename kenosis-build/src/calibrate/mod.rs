@@ -10,6 +10,7 @@ pub mod runnable;
 pub mod session;
 pub mod shapes;
 pub mod stats;
+pub mod synthetic;
 
 pub use data::{CalibrationData, InputSpec, SampleValue};
 pub use range::Method;

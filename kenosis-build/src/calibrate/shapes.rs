@@ -13,8 +13,8 @@ use std::path::Path;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 
-use super::data::{synthetic_with_dims, InputSpec};
-use super::image_range::ImageRange;
+use super::data::InputSpec;
+use super::synthetic::{synthetic_with_dims, ImageRange};
 use super::session;
 use crate::error::{Error, Result};
 use crate::onnx::ModelProto;
@@ -326,7 +326,7 @@ mod tests {
     fn model_with_output(dims: &[Option<i64>]) -> ModelProto {
         use crate::onnx::tensor_shape_proto::{dimension::Value, Dimension};
         use crate::onnx::{type_proto, TensorShapeProto};
-        let mut m = crate::normalize::test_graph::model(vec![], &["y"], vec![]);
+        let mut m = crate::test_support::model(vec![], &["y"], vec![]);
         let out = &mut m.graph.as_mut().unwrap().output[0];
         let Some(type_proto::Value::TensorType(t)) = out.r#type.as_mut().unwrap().value.as_mut()
         else {

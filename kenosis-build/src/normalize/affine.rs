@@ -130,7 +130,7 @@ fn per_channel_shape(dims: &[i64], rank: usize, channels: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::node;
+    use crate::test_support::node;
 
     /// PP-LCNetV3's learnable affine block after a Conv whose weight a second Conv shares.
     #[test]

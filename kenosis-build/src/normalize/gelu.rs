@@ -171,7 +171,7 @@ fn found(op: &str, tail: usize, x: &str, inner: Vec<usize>) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{self, max_difference_y, node};
+    use crate::test_support::{self, max_difference_y, node};
 
     /// A model over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
@@ -186,7 +186,7 @@ mod tests {
             ("three", 3.0),
             ("cubic_bert", 0.0447),
         ];
-        test_graph::model(nodes, outputs, test_graph::scalars(&scalars))
+        test_support::model(nodes, outputs, test_support::scalars(&scalars))
     }
 
     /// `x · ½ · (1 + erf(x / scale))` into `out`, nodes suffixed `k`, halving last or first.

@@ -133,7 +133,7 @@ impl Matcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{self, node};
+    use crate::test_support::{self, node};
     use crate::onnx::attr;
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
@@ -145,7 +145,7 @@ mod tests {
             ("sixth", 1.0 / 6.0),
             ("two", 2.0),
         ];
-        test_graph::model(nodes, outputs, test_graph::scalars(&scalars))
+        test_support::model(nodes, outputs, test_support::scalars(&scalars))
     }
 
     fn ops(m: &ModelProto) -> Vec<(String, Vec<String>, Vec<String>)> {

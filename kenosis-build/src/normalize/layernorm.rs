@@ -147,7 +147,7 @@ impl Matcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{self, max_difference_y, node};
+    use crate::test_support::{self, max_difference_y, node};
     use crate::onnx;
 
     /// The written-out layer normalization of `x` over its last axis, as PyTorch exports it
@@ -186,7 +186,7 @@ mod tests {
             tensor::from_f32("gamma", &[4], &[0.5, 1.0, 1.5, 2.0]),
             tensor::from_f32("beta", &[4], &[0.0, 0.1, -0.2, 0.3]),
         ];
-        test_graph::model(nodes, outputs, initializer)
+        test_support::model(nodes, outputs, initializer)
     }
 
     #[test]

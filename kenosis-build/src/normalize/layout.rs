@@ -177,7 +177,7 @@ fn normalized_axes(axes: &[i64], rank: usize) -> Option<HashSet<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::test_support::{model, node};
 
     fn dims_of(g: &GraphProto, name: &str) -> Option<Vec<i64>> {
         g.initializer

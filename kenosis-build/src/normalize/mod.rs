@@ -20,8 +20,6 @@ mod pattern;
 mod shuffle;
 pub mod silu;
 mod split;
-#[cfg(test)]
-pub(crate) mod test_graph;
 
 use std::collections::{HashMap, HashSet};
 
@@ -333,7 +331,7 @@ pub(crate) fn prune_unused_initializers(graph: &mut onnx::GraphProto) {
 
 #[cfg(test)]
 mod tests {
-    use super::test_graph::{model, node};
+    use crate::test_support::{model, node};
     use super::*;
     use crate::onnx::{attr, tensor};
 

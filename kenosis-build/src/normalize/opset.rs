@@ -354,7 +354,7 @@ impl Converter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node};
+    use crate::test_support::{model, node};
 
     #[test]
     fn raising_past_16_keeps_roi_align_on_its_old_coordinates() {

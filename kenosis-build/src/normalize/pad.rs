@@ -114,7 +114,7 @@ fn folded_conv_pads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node, run_y};
+    use crate::test_support::{model, node, run_y};
 
     /// `x → Relu → Pad(amounts, value) → Conv(3x3, stride 2, pads) → y` on 2 channels.
     fn pad_graph(

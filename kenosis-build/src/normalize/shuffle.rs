@@ -150,7 +150,7 @@ fn permutation(g: i64, k: i64) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node, run_y};
+    use crate::test_support::{model, node, run_y};
 
     fn shuffle_graph(view: &[i64], flat: &[i64]) -> crate::onnx::ModelProto {
         let mut transpose = node("Transpose", &["v"], "t");

@@ -104,10 +104,10 @@ pub fn is_fused_silu(node: &NodeProto) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{self, node};
+    use crate::test_support::{self, node};
 
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
-        test_graph::model(nodes, outputs, vec![])
+        test_support::model(nodes, outputs, vec![])
     }
 
     #[test]

@@ -104,7 +104,7 @@ fn slice_bounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::{model, node, run_y};
+    use crate::test_support::{model, node, run_y};
 
     /// `x → Relu → Split(axis 1, sizes) → Concat(outputs reversed) → y`.
     fn split_graph(sizes: Option<&[i64]>) -> crate::onnx::ModelProto {
@@ -189,7 +189,7 @@ mod tests {
         let g = m.graph.as_mut().unwrap();
         g.initializer.clear();
         g.input
-            .push(crate::normalize::test_graph::float_value("sizes"));
+            .push(crate::test_support::float_value("sizes"));
         let mut names = NameGen::new(g);
         assert_eq!(as_slices(g, &mut names), 0);
     }

@@ -23,7 +23,6 @@ use std::collections::{HashMap, HashSet};
 use crate::graph::GraphIndex;
 use crate::onnx::{GraphProto, NodeProto, TensorProto};
 
-use super::plan;
 use super::rewrite::Range;
 
 /// Fraction of a depthwise Conv's input channels that may vary by less than one uint8 step
@@ -56,7 +55,7 @@ pub fn unresolved_depthwise_inputs(
     let index = GraphIndex::new(graph);
     let mut float = HashMap::new();
     for &(node, weight) in weighted {
-        if !plan::is_depthwise(node, &weight.dims) {
+        if !crate::ops::is_depthwise(node, &weight.dims) {
             continue;
         }
         let input = &node.input[0];
@@ -111,7 +110,7 @@ fn computed_by_weighted_op(graph: &GraphProto, index: &GraphIndex, tensors: Vec<
             continue;
         }
         let node = &graph.node[p];
-        if matches!(plan::rule_of(node), plan::OpRule::Weighted { .. }) {
+        if matches!(crate::ops::rule_of(node), crate::ops::OpRule::Weighted { .. }) {
             return true;
         }
         stack.extend(node.input.iter().cloned());
@@ -138,7 +137,7 @@ fn is_pointwise(op_type: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::node;
+    use crate::test_support::node;
     use crate::onnx::{attr, tensor};
 
     /// `x → Slice → Conv (stem) → QuickGelu → Conv (depthwise, 4 channels) → y`, with the

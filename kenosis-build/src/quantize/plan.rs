@@ -1,5 +1,5 @@
-//! Where Q/DQ goes: a table from op type to placement rule, and the pass that turns it into
-//! the set of tensors to quantize.
+//! Where Q/DQ goes: the pass that turns the op table ([`crate::ops`]) into the set of nodes
+//! to quantize and tensors to observe.
 //!
 //! The placement mirrors what ONNX Runtime's QDQ transformers fuse
 //! (`onnxruntime/core/optimizer/qdq_transformer/selectors_actions`): a node fuses into its
@@ -14,29 +14,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::graph::GraphIndex;
+use crate::ops::{is_depthwise, rule_of, OpRule};
 use crate::onnx::{attr, dtype, tensor, GraphProto, NodeProto};
-
-/// How one operator type is quantized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpRule {
-    /// Has a constant weight: input 0 and the output are quantized activations, input
-    /// `weight` becomes int8 (per-channel on the output-channel axis), input `bias` int32.
-    Weighted {
-        /// Index of the weight input.
-        weight: usize,
-        /// Index of the bias input, if the op has one.
-        bias: Option<usize>,
-    },
-    /// Has an integer (QLinear*) kernel in ONNX Runtime: float data inputs and output quantized.
-    QLinear,
-    /// Moves or selects data without arithmetic: the output reuses input 0's scale and zero
-    /// point, so ONNX Runtime runs it on uint8 directly.
-    ShareScale,
-    /// Relu/Clip: folded into the range of a quantized producer, otherwise left FP32.
-    Activation,
-    /// Everything else stays FP32.
-    Float,
-}
 
 /// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
 /// `com.microsoft` `BiasSoftmax`) other than the `QuickGelu`, `Gelu` and `FastGelu`
@@ -54,36 +33,6 @@ pub const GELU_REASON: &str =
 /// (see [`crate::normalize::silu`]).
 pub const FUSED_SILU_REASON: &str =
     "SiLU as ONNX Runtime's QuickGelu: float between one DequantizeLinear and one QuantizeLinear, faster than QLinearSigmoid + QLinearMul";
-
-/// The placement rule of a default-domain op type.
-pub fn rule_for(op_type: &str) -> OpRule {
-    match op_type {
-        "Conv" | "ConvTranspose" | "Gemm" => OpRule::Weighted {
-            weight: 1,
-            bias: Some(2),
-        },
-        "MatMul" => OpRule::Weighted {
-            weight: 1,
-            bias: None,
-        },
-        "Add" | "Mul" | "Concat" | "AveragePool" | "GlobalAveragePool" | "Sigmoid"
-        | "LeakyRelu" | "Softmax" => OpRule::QLinear,
-        "MaxPool" | "Reshape" | "Transpose" | "Flatten" | "Squeeze" | "Unsqueeze" | "Slice"
-        | "Gather" | "Resize" => OpRule::ShareScale,
-        "Relu" | "Clip" => OpRule::Activation,
-        _ => OpRule::Float,
-    }
-}
-
-/// The placement rule of `node`: [`rule_for`] its op type in the default domain, FP32
-/// outside it (a custom-domain `Conv` is not ours to interpret).
-pub fn rule_of(node: &NodeProto) -> OpRule {
-    if crate::onnx::is_default_domain(node.domain()) {
-        rule_for(node.op_type())
-    } else {
-        OpRule::Float
-    }
-}
 
 /// Why a default-domain op the table leaves FP32 is worth naming in the report.
 fn float_reason(op_type: &str) -> Option<&'static str> {
@@ -566,12 +515,6 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
     }
 }
 
-/// Whether `node` is a depthwise Conv: grouped, one input channel per group
-/// (`weight_dims` `[C_out, 1, k...]`).
-pub fn is_depthwise(node: &NodeProto, weight_dims: &[i64]) -> bool {
-    node.op_type() == "Conv" && attr::int(node, "group", 1) > 1 && weight_dims.get(1) == Some(&1)
-}
-
 /// Weight count below which a MatMul/Gemm with no quantized neighbour stays FP32.
 pub const TINY_WEIGHTS: i64 = 4096;
 
@@ -779,7 +722,7 @@ fn weight_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::test_graph::float_value;
+    use crate::test_support::float_value;
     use crate::onnx::make_node;
 
     fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {

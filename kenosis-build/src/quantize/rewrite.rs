@@ -205,7 +205,7 @@ fn keeps_clip(p: &ActivationParams, source: &RangeSource) -> bool {
 /// 8 photographs, fused against literal QDQ: 0.9995 with every weight 7-bit, 0.9995 with the
 /// 16 depthwise Convs 8-bit, 0.95 with the 32 dense Convs after the stem 8-bit.
 pub fn runs_on_widening_kernel(node: &NodeProto, weight_dims: &[i64]) -> bool {
-    super::plan::is_depthwise(node, weight_dims)
+    crate::ops::is_depthwise(node, weight_dims)
         && weight_dims.first() == Some(&attr::int(node, "group", 1))
 }
 

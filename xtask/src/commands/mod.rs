@@ -4,5 +4,6 @@ pub mod bench;
 mod bench_deploy;
 pub mod demo;
 pub mod fuzz;
+pub mod layers;
 pub mod setup_ort;
 pub mod test;

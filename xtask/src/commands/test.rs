@@ -45,6 +45,7 @@ pub fn run(_args: Args) -> Result<ExitCode> {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
     if full {
+        super::layers::run(super::layers::Args {})?;
         clippy(&ort)?;
         cmd.env("KENOSIS_PACKAGED_DIR", package(&ort)?);
     }

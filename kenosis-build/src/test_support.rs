@@ -1,4 +1,5 @@
-//! Small graph builders shared by the normalization passes' unit tests.
+//! Builders and comparisons shared by the crate's unit tests: small graphs, input specs, ONNX
+//! Runtime runs.
 
 use crate::onnx::{
     make_node, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, ValueInfoProto,
@@ -71,4 +72,23 @@ pub fn max_difference_y(a: &ModelProto, b: &ModelProto, x: &ndarray::ArrayD<f32>
         .zip(&yb)
         .map(|(p, q)| (p - q).abs())
         .fold(0f32, f32::max)
+}
+
+/// An input spec of `elem_type` with known `dims` and no dimension names.
+pub fn input_spec(elem_type: i32, name: &str, dims: &[i64], token_rows: Option<usize>) -> crate::calibrate::InputSpec {
+    crate::calibrate::InputSpec {
+        name: name.into(),
+        elem_type,
+        dims: dims.iter().map(|&d| Some(d)).collect(),
+        dim_names: vec![None; dims.len()],
+        token_rows,
+    }
+}
+
+/// `a` encoded as a `.npy` file.
+pub fn npy<T: ndarray_npy::WritableElement>(a: ndarray::ArrayD<T>) -> Vec<u8> {
+    use ndarray_npy::WriteNpyExt;
+    let mut bytes = Vec::new();
+    a.write_npy(&mut bytes).expect("written");
+    bytes
 }

@@ -1,0 +1,439 @@
+//! `cargo xtask layers`: checks that `kenosis-build`'s modules depend one way, stage before
+//! stage. `cargo xtask test` runs it before clippy.
+//!
+//! The rule, over the non-test code of `kenosis-build/src` (items under `#[cfg(test)]` are
+//! skipped; test support may reach anywhere):
+//! - every top-level module is a leaf or a stage ([`LAYERS`]); a module may use leaves and
+//!   stages listed before its own, never a later one;
+//! - leaves use only leaves; the crate root (`lib.rs`) uses anything;
+//! - no two sibling modules use each other, directly or through others (a parent, the
+//!   facade of its children, is not their sibling: `mod.rs` re-exports and children use
+//!   its shared helpers).
+//!
+//! Dependencies are the `crate::`, `super::` and `self::` paths in `use` items and in code,
+//! resolved to the longest module prefix; `$crate` paths inside `macro_rules!` bodies are
+//! not seen.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use syn::visit::Visit;
+
+/// No options: the rule and the crate are fixed.
+#[derive(clap::Args)]
+#[command(about = "Check that kenosis-build's modules depend one way (stage before stage)")]
+pub struct Args {}
+
+/// Top-level modules of `kenosis-build` in dependency order: leaves, then the stages of
+/// one model's way through the crate, then what drives them.
+const LAYERS: &[(&str, Layer)] = &[
+    ("error", Layer::Leaf),
+    ("parallel", Layer::Leaf),
+    ("onnx", Layer::Leaf),
+    ("graph", Layer::Leaf),
+    ("types", Layer::Leaf),
+    ("ops", Layer::Leaf),
+    ("kernels", Layer::Leaf),
+    ("normalize", Layer::Stage),
+    ("calibrate", Layer::Stage),
+    ("quantize", Layer::Stage),
+    ("fidelity", Layer::Stage),
+    ("report", Layer::Stage),
+    ("pipeline", Layer::Stage),
+    ("cache", Layer::Stage),
+    ("cargo", Layer::Stage),
+    ("discover", Layer::Stage),
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Layer {
+    Leaf,
+    Stage,
+}
+
+pub fn run(_args: Args) -> Result<ExitCode> {
+    let src = crate::workspace_root().join("kenosis-build/src");
+    let violations = check(&src)?;
+    if violations.is_empty() {
+        eprintln!("xtask: kenosis-build's modules depend one way");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for v in &violations {
+        eprintln!("xtask: layers: {v}");
+    }
+    bail!(
+        "{} module dependencies of kenosis-build break the layering",
+        violations.len()
+    )
+}
+
+/// The broken rules of the crate at `src`, one line each; empty when it is layered.
+pub fn check(src: &Path) -> Result<Vec<String>> {
+    let modules = modules(src)?;
+    let names: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    // Modules declared `#[cfg(test)] mod name;`: test support, which may use anything.
+    let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
+    for (module, file) in &modules {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let ast = syn::parse_file(&text).with_context(|| format!("parsing {}", file.display()))?;
+        let mut paths = Paths::default();
+        paths.visit_file(&ast);
+        for (inline, path) in paths.found {
+            let scope: Vec<String> = module.iter().chain(&inline).cloned().collect();
+            if let Some(target) = resolve(&scope, &path, &names) {
+                if &target != module {
+                    edges.entry(module.clone()).or_default().insert(target);
+                }
+            }
+        }
+        for name in paths.test_modules {
+            let mut test_module = module.clone();
+            test_module.push(name);
+            test_only.insert(test_module);
+        }
+    }
+    for m in &test_only {
+        edges.remove(m);
+        for targets in edges.values_mut() {
+            targets.retain(|t| !t.starts_with(m));
+        }
+    }
+    let mut violations = Vec::new();
+    for (from, targets) in &edges {
+        for to in targets {
+            if let Some(why) = breaks_order(from, to) {
+                violations.push(format!("{} uses {}: {why}", show(from), show(to)));
+            }
+        }
+    }
+    for cycle in cycles(&sibling_edges(&edges)) {
+        let names: Vec<String> = cycle.iter().map(|m| show(m)).collect();
+        violations.push(format!("cycle: {}", names.join(" -> ")));
+    }
+    Ok(violations)
+}
+
+/// `edges` between siblings: an edge from `a::x::y` to `a::z` is one from `a::x` to `a::z`;
+/// edges between a module and its ancestors are dropped.
+fn sibling_edges(
+    edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut out: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for (from, targets) in edges {
+        for to in targets {
+            let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+            if from.len() > common && to.len() > common {
+                out.entry(from[..=common].to_vec())
+                    .or_default()
+                    .insert(to[..=common].to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// Module path (`["calibrate", "data"]`; `[]` for the crate root) → its file.
+fn modules(src: &Path) -> Result<BTreeMap<Vec<String>, PathBuf>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path.strip_prefix(src)?.with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+                parts.pop();
+            }
+            out.insert(parts, path);
+        }
+    }
+    Ok(out)
+}
+
+/// The module `path` (as written in `module`) names, if it names one of `names`.
+fn resolve(
+    module: &[String],
+    path: &[String],
+    names: &BTreeSet<Vec<String>>,
+) -> Option<Vec<String>> {
+    // The module `self::` is relative to is `module`; `super::` goes one up from it.
+    let mut base: Vec<String> = match path.first()?.as_str() {
+        "crate" => Vec::new(),
+        "self" | "super" => module.to_vec(),
+        _ => return None,
+    };
+    let mut rest = &path[1..];
+    if path[0] == "super" {
+        base.pop();
+    }
+    while rest.first().is_some_and(|s| s == "super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    let mut best = None;
+    let mut candidate = base;
+    if names.contains(&candidate) {
+        best = Some(candidate.clone());
+    }
+    for segment in rest {
+        candidate.push(segment.clone());
+        if names.contains(&candidate) {
+            best = Some(candidate.clone());
+        }
+    }
+    best
+}
+
+/// Why `from` may not use `to`, if it may not.
+fn breaks_order(from: &[String], to: &[String]) -> Option<String> {
+    if from.is_empty() {
+        return None; // the crate root assembles everything
+    }
+    if to.is_empty() {
+        return Some("modules do not use the crate root".into());
+    }
+    if from.starts_with(to) || to.starts_with(from) {
+        return None; // a parent and its children: see `sibling_edges`
+    }
+    let rank = |m: &[String]| LAYERS.iter().position(|(name, _)| *name == m[0]);
+    let (Some(f), Some(t)) = (rank(from), rank(to)) else {
+        return Some(format!(
+            "top-level module `{}` is not listed in xtask's LAYERS",
+            if rank(from).is_none() { &from[0] } else { &to[0] }
+        ));
+    };
+    if f == t {
+        return None; // siblings: the cycle check covers them
+    }
+    if LAYERS[f].1 == Layer::Leaf && LAYERS[t].1 == Layer::Stage {
+        return Some("a leaf module uses a stage".into());
+    }
+    (t > f).then(|| format!("`{}` comes after `{}`", to[0], from[0]))
+}
+
+/// Every cycle of the module graph, each once (Tarjan's strongly connected components with
+/// more than one member).
+fn cycles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+    struct Tarjan<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'a Vec<String>, usize>,
+        low: BTreeMap<&'a Vec<String>, usize>,
+        stack: Vec<&'a Vec<String>>,
+        on_stack: BTreeSet<&'a Vec<String>>,
+        out: Vec<Vec<Vec<String>>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, v: &'a Vec<String>) {
+            let i = self.index.len();
+            self.index.insert(v, i);
+            self.low.insert(v, i);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(lw);
+                } else if self.on_stack.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).expect("visited");
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    component.push(w.clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.reverse();
+                    self.out.push(component);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+fn show(module: &[String]) -> String {
+    if module.is_empty() {
+        "crate".into()
+    } else {
+        module.join("::")
+    }
+}
+
+/// The `crate`/`super`/`self`-rooted paths of a file's non-test items, each with the inline
+/// modules (`mod x { ... }`) it is written in, and the file's `#[cfg(test)] mod name;`s.
+#[derive(Default)]
+struct Paths {
+    inline: Vec<String>,
+    found: Vec<(Vec<String>, Vec<String>)>,
+    test_modules: Vec<String>,
+}
+
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.parse_args::<syn::Meta>()
+                .is_ok_and(|m| m.path().is_ident("test"))
+    })
+}
+
+impl Paths {
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                let mut path = prefix.clone();
+                if n.ident != "self" {
+                    path.push(n.ident.to_string());
+                }
+                self.found.push((self.inline.clone(), path));
+            }
+            syn::UseTree::Rename(r) => {
+                let mut path = prefix.clone();
+                if r.ident != "self" {
+                    path.push(r.ident.to_string());
+                }
+                self.found.push((self.inline.clone(), path));
+            }
+            syn::UseTree::Glob(_) => self.found.push((self.inline.clone(), prefix.clone())),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(prefix, t);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Mod(m) => &m.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Use(u) => &u.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Struct(s) => &s.attrs,
+            syn::Item::Enum(e) => &e.attrs,
+            syn::Item::Const(c) => &c.attrs,
+            syn::Item::Static(s) => &s.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        match item {
+            syn::Item::Mod(m) if is_test_only(attrs) && m.content.is_none() => {
+                self.test_modules.push(m.ident.to_string());
+            }
+            _ if is_test_only(attrs) => {}
+            syn::Item::Mod(m) => {
+                self.inline.push(m.ident.to_string());
+                syn::visit::visit_item(self, item);
+                self.inline.pop();
+            }
+            _ => syn::visit::visit_item(self, item),
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &u.tree);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if segments.len() > 1 {
+            self.found.push((self.inline.clone(), segments));
+        }
+        syn::visit::visit_path(self, p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, files: &[(&str, &str)]) {
+        for (name, text) in files {
+            let path = dir.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_stage_using_a_later_one_and_a_cycle_are_reported_and_test_code_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            &[
+                ("lib.rs", "mod onnx; mod calibrate; mod quantize; #[cfg(test)] mod support;"),
+                ("onnx.rs", "#[cfg(test)] mod tests { use crate::quantize::x; }"),
+                ("support.rs", "use crate::quantize::x;"),
+                ("calibrate/c.rs", "mod inner { use super::super::a::g; }"),
+                ("calibrate/mod.rs", "pub mod a; pub mod b;"),
+                ("calibrate/a.rs", "use super::{b::f, c}; fn g() { crate::quantize::h() }"),
+                ("calibrate/b.rs", "use crate::{onnx, calibrate::a::g};"),
+                ("quantize.rs", "use crate::calibrate::a;"),
+            ],
+        );
+        let v = check(dir.path()).unwrap();
+        assert_eq!(
+            v,
+            [
+                "calibrate::a uses quantize: `quantize` comes after `calibrate`",
+                "cycle: calibrate -> quantize",
+                "cycle: calibrate::a -> calibrate::b -> calibrate::c",
+            ],
+            "{v:#?}"
+        );
+    }
+
+    #[test]
+    fn kenosis_build_is_layered() {
+        let src = crate::workspace_root().join("kenosis-build/src");
+        let v = check(&src).unwrap();
+        assert!(v.is_empty(), "{v:#?}");
+    }
+}
