@@ -29,7 +29,7 @@ use crate::calibrate::SampleValue;
 use crate::error::{Error, Result};
 use crate::kernels::Evaluation;
 use crate::onnx::ModelProto;
-use crate::pipeline::Built;
+use crate::quantize::build::{Built, KeptFloat};
 
 /// One-sided 95% standard-normal quantile: the cosine target must hold at this many standard
 /// errors below the held-out mean.
@@ -358,29 +358,14 @@ impl Candidate {
     }
 }
 
-/// What is kept in FP32: node names (the user's `keep_float`, nodes calibration could not
-/// run, ops the target chose) and activation tensors the target chose.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Kept {
-    /// Node names kept in FP32 whatever their rule.
-    pub ops: HashSet<String>,
-    /// Activation tensors left unquantized: their writers and readers stay FP32.
-    pub tensors: HashSet<String>,
-}
-
-impl Kept {
-    fn with(&self, candidate: &Candidate) -> Kept {
-        let mut kept = self.clone();
-        kept.insert(candidate.clone());
-        kept
-    }
-
-    fn insert(&mut self, candidate: Candidate) {
-        match candidate {
-            Candidate::Op(name) => self.ops.insert(name),
-            Candidate::Tensor(name) => self.tensors.insert(name),
-        };
-    }
+/// `kept` with `candidate` kept float too.
+fn with(kept: &KeptFloat, candidate: &Candidate) -> KeptFloat {
+    let mut kept = kept.clone();
+    match candidate.clone() {
+        Candidate::Op(name) => kept.ops.insert(name),
+        Candidate::Tensor(name) => kept.tensors.insert(name),
+    };
+    kept
 }
 
 /// Names of the nodes `built` leaves in FP32 that are not in `known`, sorted.
@@ -425,8 +410,8 @@ pub fn meet_target<'a>(
     target: Option<Target>,
     ranking: impl FnOnce() -> Result<Evaluator<'a>>,
     candidates: &[Candidate],
-    kept: &mut Kept,
-    build: impl Fn(&Kept) -> Result<Built>,
+    kept: &mut KeptFloat,
+    build: impl Fn(&KeptFloat) -> Result<Built>,
 ) -> Result<(Built, FidelityReport)> {
     let fully = evaluator.measure(&base.model)?;
     let mut report = FidelityReport {
@@ -462,7 +447,7 @@ pub fn meet_target<'a>(
     // (candidate, cosine gain, gain per node returned to FP32)
     let mut gains = Vec::with_capacity(candidates.len());
     for candidate in candidates {
-        let trial = build(&kept.with(candidate))?;
+        let trial = build(&with(kept, candidate))?;
         let returned = float_nodes_besides(&trial, &float);
         let cost = returned.len().max(1) as f64;
         let m = match measured.get(&returned) {
@@ -486,7 +471,7 @@ pub fn meet_target<'a>(
         .collect();
 
     for (candidate, _, _) in &gains {
-        let trial = kept.with(candidate);
+        let trial = with(kept, candidate);
         let mut built = build(&trial)?;
         let mut newly = float_nodes_besides(&built, &float);
         if newly.is_empty() {
@@ -578,7 +563,7 @@ mod tests {
         };
         let evaluator = evaluate().unwrap();
         // Each kept op, and a kept tensor's reader `<tensor>_reader`, is reported FP32.
-        let built = |kept: &Kept| Built {
+        let built = |kept: &KeptFloat| Built {
             model: offset.clone(),
             plan: Plan {
                 float_nodes: (kept.ops.iter().cloned())
@@ -598,10 +583,10 @@ mod tests {
             min_top1_agreement: None,
         };
         let candidates = [Candidate::Op("a".into()), Candidate::Tensor("t".into())];
-        let mut keep = Kept::default();
+        let mut keep = KeptFloat::default();
         let outcome = meet_target(
             &evaluator,
-            built(&Kept::default()),
+            built(&KeptFloat::default()),
             Some(target),
             evaluate,
             &candidates,
@@ -617,7 +602,7 @@ mod tests {
                 && report.contains("with all 2 candidates"),
             "{report}"
         );
-        let tried = Kept {
+        let tried = KeptFloat {
             ops: HashSet::from(["a".to_owned()]),
             tensors: HashSet::from(["t".to_owned()]),
         };

@@ -57,9 +57,9 @@ internal_modules!(
     quantize, report, types,
 );
 mod error;
+mod parallel;
 #[cfg(test)]
 mod test_support;
-mod parallel;
 
 use std::path::{Path, PathBuf};
 

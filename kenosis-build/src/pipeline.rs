@@ -8,15 +8,18 @@ use std::time::Instant;
 use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
-use crate::calibrate::gram::{ConvGeometry, PatchGram};
-use crate::calibrate::synthetic::ImageRange;
+use crate::calibrate::gram::ConvGeometry;
 use crate::calibrate::session::GramRequest;
-use crate::calibrate::{self, data::input_specs, stats::ChannelAxis, CalibrationData};
+use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
+use crate::calibrate::synthetic::ImageRange;
+use crate::calibrate::{self, data::input_specs, CalibrationData};
 use crate::error::{Error, Result};
 use crate::fidelity;
+use crate::normalize::Normalized;
 use crate::onnx::{self, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use crate::quantize::build::{Builder, Built, KeptFloat, Statistics};
 use crate::quantize::plan::{self, PlanOptions};
-use crate::quantize::rewrite::{self, Range, WeightOptions};
+use crate::quantize::rewrite::{Range, WeightOptions};
 use crate::report::Report;
 
 /// Options that determine the artifact (all of them enter the cache key).
@@ -198,6 +201,10 @@ pub fn quantize(
 /// bytes, so that the caller can drop the encoded bytes first (peak memory: the encoded
 /// model is one more model-sized buffer).
 ///
+/// The model goes through one stage type after another, each consuming the one before:
+/// the decoded `ModelProto`, [`Normalized`], `Planned` (the placement before
+/// calibration), `Calibrated` (observed statistics) and [`Quantized`].
+///
 /// # Errors
 /// As [`quantize`].
 pub fn quantize_decoded(
@@ -209,191 +216,309 @@ pub fn quantize_decoded(
 ) -> Result<Quantized> {
     options.check()?;
     let started = Instant::now();
-    let unsupported = |reason: String| Error::Unsupported {
+    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
+    let normalized = crate::normalize::normalize(model).map_err(|r| unsupported(path, r))?;
+    let planned = Planned::new(path, normalized, options)?;
+    let calibrated = planned.calibrate(calibration, options)?;
+    calibrated.quantize(size_fp32, options, started)
+}
+
+/// [`Error::Unsupported`] for the model at `path`.
+fn unsupported(path: &Path, reason: String) -> Error {
+    Error::Unsupported {
         path: path.to_owned(),
         reason,
-    };
-    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
-    let normalized = crate::normalize::normalize(&mut model).map_err(unsupported)?;
-    #[allow(
-        clippy::expect_used,
-        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-    )]
-    let graph = model.graph.as_ref().expect("normalized");
-    let specs = input_specs(graph);
-    // Nodes depending on an op ORT cannot run stay FP32; the rest is calibrated on the part
-    // of the model that runs without them.
-    let uncalibratable = calibrate::runnable::uncalibratable(&model);
-    if let (Some(target), Some(custom)) = (
-        options.fidelity_target,
-        graph
-            .node
-            .iter()
-            .find(|n| uncalibratable.contains_key(n.name())),
-    ) {
-        return Err(unsupported(format!(
-            "the fidelity target {target:?} cannot be checked: node `{}` ({} of domain `{}`) \
-             needs a kernel ONNX Runtime does not have, so the FP32 model cannot run",
-            custom.name(),
-            custom.op_type(),
-            custom.domain()
-        )));
     }
-    let runnable = (!uncalibratable.is_empty())
-        .then(|| calibrate::runnable::runnable_part(&model, &uncalibratable));
-    let calibration_model = runnable.as_ref().unwrap_or(&model);
+}
 
-    let (data, synthetic_image_ranges) =
-        calibration_data(calibration, calibration_model, &specs, options, path)?;
+/// The placement of the normalized FP32 model before calibration: what stays FP32 from the
+/// start and which tensors calibration observes.
+struct Planned<'p> {
+    path: &'p Path,
+    normalized: Normalized,
+    /// Element type of each tensor (see [`crate::types::infer_elem_types`]).
+    types: HashMap<String, i32>,
+    specs: Vec<calibrate::data::InputSpec>,
+    /// Nodes ONNX Runtime cannot run and those depending on them, with the reason to report
+    /// (empty when not worth naming): they stay FP32, and calibration runs the rest.
+    uncalibratable: BTreeMap<String, String>,
+    /// The user's `keep_float` and the uncalibratable nodes given a reason.
+    keep: HashSet<String>,
+    /// `keep_float` names that name no node.
+    keep_float_unmatched: Vec<String>,
+    plan: plan::Plan,
+}
 
-    let held_out = held_out_count(data.samples.len());
-    let calibration_samples = match options.fidelity_target {
-        Some(_) if data.samples.len() > 1 => &data.samples[..data.samples.len() - held_out],
-        _ => &data.samples[..],
-    };
+impl<'p> Planned<'p> {
+    /// # Errors
+    /// [`Error::Unsupported`] when a fidelity target is set but the FP32 model needs a
+    /// kernel ONNX Runtime does not have, so it cannot be measured.
+    fn new(path: &'p Path, normalized: Normalized, options: &QuantizeOptions) -> Result<Self> {
+        let graph = normalized.graph();
+        let uncalibratable = calibrate::runnable::uncalibratable(normalized.model());
+        if let (Some(target), Some(custom)) = (
+            options.fidelity_target,
+            (graph.node.iter()).find(|n| uncalibratable.contains_key(n.name())),
+        ) {
+            return Err(unsupported(path, format!(
+                "the fidelity target {target:?} cannot be checked: node `{}` ({} of domain `{}`) \
+                 needs a kernel ONNX Runtime does not have, so the FP32 model cannot run",
+                custom.name(),
+                custom.op_type(),
+                custom.domain()
+            )));
+        }
+        let node_names: HashSet<&str> = graph.node.iter().map(|n| n.name()).collect();
+        let mut keep_float_unmatched: Vec<String> = (options.keep_float.iter())
+            .filter(|name| !node_names.contains(name.as_str()))
+            .cloned()
+            .collect();
+        keep_float_unmatched.sort_unstable();
+        // Nodes that depend on one ONNX Runtime cannot run are kept with their reason; the
+        // op itself (no reason given) stays FP32 by its own rule.
+        let reasons = keep_float_reasons(&uncalibratable);
+        let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
+        keep.extend(reasons.keys().cloned());
+        let types = crate::types::infer_elem_types(graph);
+        let plan_options = PlanOptions {
+            keep_float: keep.clone(),
+            keep_float_reasons: reasons,
+            ..Default::default()
+        };
+        let plan = plan::plan(graph, &types, &plan_options);
+        let specs = input_specs(graph);
+        Ok(Self {
+            path,
+            normalized,
+            types,
+            specs,
+            uncalibratable,
+            keep,
+            keep_float_unmatched,
+            plan,
+        })
+    }
 
-    let types = crate::types::infer_elem_types(graph);
-    let keep_float_reasons: HashMap<String, String> = uncalibratable
-        .iter()
+    /// Weighted ops whose data input is computed, not a constant, with their weight: the
+    /// inputs bias correction and GPTQ rounding observe.
+    fn weighted(&self) -> Vec<(&NodeProto, &TensorProto)> {
+        let graph = self.normalized.graph();
+        let initializers: HashMap<&str, &TensorProto> =
+            graph.initializer.iter().map(|t| (t.name(), t)).collect();
+        (self.plan.weights.iter())
+            .filter_map(|w| {
+                let node = &graph.node[w.node];
+                let weight = initializers.get(node.input[w.weight_slot].as_str())?;
+                (!initializers.contains_key(node.input[0].as_str())).then_some((node, *weight))
+            })
+            .collect()
+    }
+
+    fn input_names(&self) -> Vec<String> {
+        self.specs.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Runs the part of the model ONNX Runtime can run on the calibration samples and turns
+    /// what it observed into [`Statistics`].
+    ///
+    /// # Errors
+    /// [`Error::Calibration`] for bad or missing samples (or synthetic ones ONNX Runtime
+    /// rejects), [`Error::Runtime`] on other ONNX Runtime failures.
+    fn calibrate(self, calibration: &Calibration, options: &QuantizeOptions) -> Result<Calibrated<'p>> {
+        let runnable = (!self.uncalibratable.is_empty()).then(|| {
+            calibrate::runnable::runnable_part(self.normalized.model(), &self.uncalibratable)
+        });
+        let calibration_model = runnable.as_ref().unwrap_or(self.normalized.model());
+        let (data, synthetic_image_ranges) =
+            calibration_data(calibration, calibration_model, &self.specs, options, self.path)?;
+        let held_out = held_out_count(data.samples.len());
+        let calibrated_on = match options.fidelity_target {
+            Some(_) if data.samples.len() > 1 => data.samples.len() - held_out,
+            _ => data.samples.len(),
+        };
+        // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
+        // runnable part computes.
+        let observed: Vec<String> = self.plan.observed_tensors().map(str::to_owned).collect();
+        let weighted = self.weighted();
+        let (moments, grams) = observation_requests(&weighted, options);
+        let observations = calibrate::session::observe(
+            calibration_model,
+            &observed,
+            &moments,
+            &grams,
+            &self.input_names(),
+            &data.samples[..calibrated_on],
+            self.path,
+        )
+        .map_err(|e| match e {
+            Error::Runtime { path, message } if data.synthetic => Error::Calibration {
+                path,
+                reason: synthetic_rejected(&self.specs, &message),
+            },
+            e => e,
+        })?;
+        drop(runnable);
+        let statistics = self.statistics(&weighted, observations, options.method);
+        drop(weighted);
+        Ok(Calibrated {
+            planned: self,
+            data,
+            synthetic_image_ranges,
+            calibrated_on,
+            held_out,
+            statistics,
+        })
+    }
+
+    /// Activation ranges chosen by `method`, per-channel means and the tensors unfit for
+    /// uint8, from what calibration `observed`.
+    fn statistics(
+        &self,
+        weighted: &[(&NodeProto, &TensorProto)],
+        observed: calibrate::session::Observed,
+        method: calibrate::Method,
+    ) -> Statistics {
+        let graph = self.normalized.graph();
+        let moments = |f: fn(&ChannelMoments) -> Vec<f64>| -> HashMap<String, Vec<f64>> {
+            (observed.channel_moments.iter())
+                .map(|(t, m)| (t.clone(), f(m)))
+                .collect()
+        };
+        let channel_means = moments(ChannelMoments::means);
+        let channel_spreads = moments(ChannelMoments::std_devs);
+        // Ranges of tensors feeding only a SiLU, Sigmoid or Tanh are judged after it.
+        let read_by = calibrate::activation::sole_readers(graph);
+        let ranges: HashMap<String, Range> = (observed.histograms.iter())
+            .filter_map(|(name, h)| {
+                calibrate::range::choose(h, method, read_by.get(name).copied())
+                    .map(|(min, max)| (name.clone(), Range { min, max }))
+            })
+            .collect();
+        let unfit_tensors = unfit_tensors(
+            graph,
+            weighted,
+            &observed.histograms,
+            &ranges,
+            &channel_spreads,
+        );
+        Statistics {
+            ranges,
+            channel_means,
+            patch_grams: observed.patch_grams,
+            unfit_tensors,
+        }
+    }
+}
+
+/// The reasons of the `uncalibratable` nodes worth naming, for the report.
+fn keep_float_reasons(uncalibratable: &BTreeMap<String, String>) -> HashMap<String, String> {
+    (uncalibratable.iter())
         .filter(|(_, reason)| !reason.is_empty())
         .map(|(name, reason)| (name.clone(), reason.clone()))
-        .collect();
-    let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
-    let node_names: HashSet<&str> = graph.node.iter().map(|n| n.name()).collect();
-    let mut keep_float_unmatched: Vec<String> = keep
-        .iter()
-        .filter(|name| !node_names.contains(name.as_str()))
-        .cloned()
-        .collect();
-    keep_float_unmatched.sort_unstable();
-    keep.extend(keep_float_reasons.keys().cloned());
-    let plan_options = PlanOptions {
-        keep_float: keep.clone(),
-        keep_float_reasons: keep_float_reasons.clone(),
-        ..Default::default()
-    };
-    let plan = plan::plan(graph, &types, &plan_options);
+        .collect()
+}
 
-    // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
-    // runnable part computes.
-    let observed: Vec<String> = plan.observed_tensors().map(str::to_owned).collect();
-    // Weighted ops whose data input is computed, not a constant: the inputs bias correction
-    // and GPTQ rounding observe.
-    let initializers: HashMap<&str, &TensorProto> =
-        graph.initializer.iter().map(|t| (t.name(), t)).collect();
-    let weighted: Vec<(&NodeProto, &TensorProto)> = plan
-        .weights
-        .iter()
-        .filter_map(|w| {
-            let node = &graph.node[w.node];
-            let weight = initializers.get(node.input[w.weight_slot].as_str())?;
-            (!initializers.contains_key(node.input[0].as_str())).then_some((node, *weight))
-        })
-        .collect();
-    let (moments, grams) = observation_requests(&weighted, options);
-    let input_names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let observations = calibrate::session::observe(
-        calibration_model,
-        &observed,
-        &moments,
-        &grams,
-        &input_names,
-        calibration_samples,
-        path,
-    )
-    .map_err(|e| match e {
-        Error::Runtime { path, message } if data.synthetic => Error::Calibration {
-            path,
-            reason: synthetic_rejected(&specs, &message),
-        },
-        e => e,
-    })?;
-    drop(runnable);
-    let channel_means: HashMap<String, Vec<f64>> = observations
-        .channel_moments
-        .iter()
-        .map(|(t, m)| (t.clone(), m.means()))
-        .collect();
-    let channel_spreads: HashMap<String, Vec<f64>> = observations
-        .channel_moments
-        .iter()
-        .map(|(t, m)| (t.clone(), m.std_devs()))
-        .collect();
-    // Ranges of tensors feeding only a SiLU, Sigmoid or Tanh are judged after it.
-    let read_by = calibrate::activation::sole_readers(graph);
-    let ranges: HashMap<String, Range> = observations
-        .histograms
-        .iter()
-        .filter_map(|(name, h)| {
-            calibrate::range::choose(h, options.method, read_by.get(name).copied())
-                .map(|(min, max)| (name.clone(), Range { min, max }))
-        })
-        .collect();
-    let float_tensors = unfit_tensors(
-        graph,
-        &weighted,
-        &observations.histograms,
-        &ranges,
-        &channel_spreads,
-    );
+/// A planned model with its calibration samples and statistics.
+struct Calibrated<'p> {
+    planned: Planned<'p>,
+    data: CalibrationData,
+    /// Value range of each synthetic image input, by input name, for the report.
+    synthetic_image_ranges: BTreeMap<String, String>,
+    /// Ranges were calibrated on the first `calibrated_on` samples.
+    calibrated_on: usize,
+    /// The fidelity check measures on the last `held_out` samples: held out of range
+    /// calibration when a target is set, shared with it otherwise.
+    held_out: usize,
+    statistics: Statistics,
+}
 
-    let weight_options = WeightOptions {
-        per_channel: options.per_channel,
-        reduce_range: options.reduce_range,
-        bias_correction: options.bias_correction,
-        gptq_rounding: options.gptq_rounding,
-    };
-    // Everything below reuses the calibration above: keeping more nodes in FP32 changes
-    // which tensors are quantized, never the FP32 statistics they are quantized with.
-    let weight_cache = options
-        .fidelity_target
-        .map(|_| rewrite::WeightCache::default());
-    let stats = Calibrated {
-        model: &model,
-        types: &types,
-        ranges: &ranges,
-        channel_means: &channel_means,
-        patch_grams: &observations.patch_grams,
-        float_tensors: &float_tensors,
-        keep_float_reasons: &keep_float_reasons,
-        weight_options,
-        weight_cache: weight_cache.as_ref(),
-    };
-    let build = |kept: &fidelity::Kept| stats.build(kept).map_err(unsupported);
-    let mut kept = fidelity::Kept {
-        ops: keep,
-        tensors: HashSet::new(),
-    };
-    let built = build(&kept)?;
-    // Without a float tensor there is nothing to measure, which only matters to a target.
-    let compared = fidelity::compared(graph, &types);
-    let measurable = compared != fidelity::Compared::Nothing || options.fidelity_target.is_some();
-    let (built, fidelity_report) = if uncalibratable.is_empty() && measurable {
-        // Measured on a fifth of the calibration samples: held out of range calibration
-        // when a target is set (see `data` above), shared with it otherwise.
-        let eval_samples = &data.samples[data.samples.len() - held_out..];
-        let evaluator = fidelity::Evaluator::new(
-            &model,
-            &compared,
-            &input_names,
-            eval_samples,
-            path,
-            options.evaluation,
+impl Calibrated<'_> {
+    /// Builds the INT8 model, meets the fidelity target if one is set, and reports.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the rewrite fails or the artifact exceeds protobuf's
+    /// limit, [`Error::FidelityTarget`] when the target cannot be met, [`Error::Runtime`].
+    fn quantize(
+        mut self,
+        size_fp32: usize,
+        options: &QuantizeOptions,
+        started: Instant,
+    ) -> Result<Quantized> {
+        let planned = &self.planned;
+        // Every build reuses this calibration: keeping more nodes in FP32 changes which
+        // tensors are quantized, never the FP32 statistics they are quantized with.
+        let builder = Builder::new(
+            planned.normalized.model(),
+            &planned.types,
+            std::mem::take(&mut self.statistics),
+            keep_float_reasons(&planned.uncalibratable),
+            WeightOptions {
+                per_channel: options.per_channel,
+                reduce_range: options.reduce_range,
+                bias_correction: options.bias_correction,
+                gptq_rounding: options.gptq_rounding,
+            },
+            options.fidelity_target.is_some(),
+        );
+        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| unsupported(planned.path, r));
+        let mut kept = KeptFloat {
+            ops: planned.keep.clone(),
+            tensors: HashSet::new(),
+        };
+        let built = build(&kept)?;
+        let (built, fidelity) = self.meet_target(built, &mut kept, build, options)?;
+        self.report(built, fidelity, size_fp32, options, started)
+    }
+
+    /// Measures `built` against FP32 and, with a fidelity target, keeps candidates FP32
+    /// until it holds (see [`fidelity::meet_target`]). Nothing is measured when part of the
+    /// model needs a kernel ONNX Runtime lacks, or when no tensor is float and no target
+    /// is set.
+    fn meet_target(
+        &self,
+        built: Built,
+        kept: &mut KeptFloat,
+        build: impl Fn(&KeptFloat) -> Result<Built>,
+        options: &QuantizeOptions,
+    ) -> Result<(Built, Option<fidelity::FidelityReport>)> {
+        let planned = &self.planned;
+        let (model, path) = (planned.normalized.model(), planned.path);
+        let compared = fidelity::compared(planned.normalized.graph(), &planned.types);
+        let measurable =
+            compared != fidelity::Compared::Nothing || options.fidelity_target.is_some();
+        if !planned.uncalibratable.is_empty() || !measurable {
+            return Ok((built, None));
+        }
+        let input_names = planned.input_names();
+        let samples = &self.data.samples;
+        let evaluator = |samples| {
+            fidelity::Evaluator::new(model, &compared, &input_names, samples, path, options.evaluation)
+        };
+        let held_out = evaluator(&samples[samples.len() - self.held_out..])?;
+        let candidates = self.candidates(&built);
+        // Ranked on the samples ranges were calibrated on, so that the held-out ones that
+        // check the target took no part in choosing what to keep.
+        let ranking_samples = &samples[..self.calibrated_on.min(fidelity::RANKING_SAMPLES)];
+        let (built, report) = fidelity::meet_target(
+            &held_out,
+            built,
+            options.fidelity_target,
+            || evaluator(ranking_samples),
+            &candidates,
+            kept,
+            build,
         )?;
-        #[allow(
-            clippy::expect_used,
-            reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-        )]
-        let graph = model.graph.as_ref().expect("normalized");
-        // Ops whose quantization adds error of its own: those with an integer kernel, and
-        // Gathers from a constant table, whose table is stored as uint8 (other data-movement
-        // ops only pass codes on); then every quantized activation (see
-        // `fidelity::Candidate::Tensor`).
+        Ok((built, Some(report)))
+    }
+
+    /// What the fidelity search may return to FP32: ops whose quantization adds error of
+    /// their own (those with an integer kernel, and Gathers from a constant table, whose
+    /// table is stored as uint8; other data-movement ops only pass codes on), then every
+    /// quantized activation (see [`fidelity::Candidate::Tensor`]).
+    fn candidates(&self, built: &Built) -> Vec<fidelity::Candidate> {
+        let graph = self.planned.normalized.graph();
         let tables: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
-        let ops = built
-            .plan
-            .quantized_nodes
-            .iter()
+        let ops = (built.plan.quantized_nodes.iter())
             .map(|&i| &graph.node[i])
             .filter(|n| {
                 matches!(
@@ -402,85 +527,64 @@ pub fn quantize_decoded(
                 ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
             .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
-        let activations = built
-            .plan
-            .observed_tensors()
+        let activations = (built.plan.observed_tensors())
             .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
-        let candidates: Vec<fidelity::Candidate> = ops.chain(activations).collect();
-        // Ranked on the samples ranges were calibrated on, so that the held-out ones that
-        // check the target took no part in choosing what to keep.
-        let ranking_samples =
-            &calibration_samples[..calibration_samples.len().min(fidelity::RANKING_SAMPLES)];
-        let (built, report) = fidelity::meet_target(
-            &evaluator,
-            built,
-            options.fidelity_target,
-            || {
-                fidelity::Evaluator::new(
-                    &model,
-                    &compared,
-                    &input_names,
-                    ranking_samples,
-                    path,
-                    options.evaluation,
-                )
-            },
-            &candidates,
-            &mut kept,
-            build,
-        )?;
-        (built, Some(report))
-    } else {
-        // Neither model runs without the custom kernel, or no tensor is float: nothing to
-        // measure.
-        (built, None)
-    };
-    let Built {
-        model: quantized,
-        plan,
-        rewrite: rewrite_summary,
-    } = built;
-
-    #[allow(
-        clippy::expect_used,
-        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-    )]
-    let ops_quantized = ops_by_type(model.graph.as_ref().expect("normalized"), &plan);
-    let bytes = quantized.encode_to_vec();
-    if bytes.len() > PROTOBUF_LIMIT {
-        return Err(unsupported(format!(
-            "the INT8 model would be {} bytes, over protobuf's 2 GB limit for one ONNX file",
-            bytes.len()
-        )));
+        ops.chain(activations).collect()
     }
-    #[allow(
-        clippy::expect_used,
-        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-    )]
-    let graph = quantized.graph.as_ref().expect("normalized");
-    let report = Report {
-        source: path.display().to_string(),
-        key: String::new(),
-        artifact_blake3: blake3::hash(&bytes).to_hex().to_string(),
-        normalize: normalized,
-        ops_quantized,
-        nodes_fp32: plan.float_nodes.clone(),
-        keep_float_unmatched,
-        activations_absorbed: plan.absorbed.len(),
-        rewrite: rewrite_summary,
-        calibration_method: options.method.canonical(),
-        calibration_samples: calibration_samples.len(),
-        calibration_synthetic: data.synthetic,
-        synthetic_image_ranges,
-        fidelity: fidelity_report.map(|f| f.measured_on(data.synthetic)),
-        options: format!("{options:?}"),
-        size_fp32,
-        size_int8: bytes.len(),
-        seconds: started.elapsed().as_secs_f64(),
-        inputs: graph.input.iter().map(tensor_info).collect(),
-        outputs: graph.output.iter().map(tensor_info).collect(),
-    };
-    Ok(Quantized { bytes, report })
+
+    /// Encodes `built` and reports what was done.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when the encoded model exceeds protobuf's 2 GiB limit.
+    fn report(
+        self,
+        built: Built,
+        fidelity: Option<fidelity::FidelityReport>,
+        size_fp32: usize,
+        options: &QuantizeOptions,
+        started: Instant,
+    ) -> Result<Quantized> {
+        let Built {
+            model: quantized,
+            plan,
+            rewrite: rewrite_summary,
+        } = built;
+        let Planned {
+            path, normalized, keep_float_unmatched, ..
+        } = self.planned;
+        let ops_quantized = ops_by_type(normalized.graph(), &plan);
+        let bytes = quantized.encode_to_vec();
+        if bytes.len() > PROTOBUF_LIMIT {
+            return Err(unsupported(path, format!(
+                "the INT8 model would be {} bytes, over protobuf's 2 GB limit for one ONNX file",
+                bytes.len()
+            )));
+        }
+        let graph = quantized.graph.unwrap_or_default();
+        let report = Report {
+            source: path.display().to_string(),
+            key: String::new(),
+            artifact_blake3: blake3::hash(&bytes).to_hex().to_string(),
+            normalize: normalized.summary,
+            ops_quantized,
+            nodes_fp32: plan.float_nodes,
+            keep_float_unmatched,
+            activations_absorbed: plan.absorbed.len(),
+            rewrite: rewrite_summary,
+            calibration_method: options.method.canonical(),
+            calibration_samples: self.calibrated_on,
+            calibration_synthetic: self.data.synthetic,
+            synthetic_image_ranges: self.synthetic_image_ranges,
+            fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
+            options: format!("{options:?}"),
+            size_fp32,
+            size_int8: bytes.len(),
+            seconds: started.elapsed().as_secs_f64(),
+            inputs: graph.input.iter().map(tensor_info).collect(),
+            outputs: graph.output.iter().map(tensor_info).collect(),
+        };
+        Ok(Quantized { bytes, report })
+    }
 }
 
 /// The calibration samples `calibration` names, with the value range of each synthetic image
@@ -651,53 +755,29 @@ fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> St
 /// # Errors
 /// [`Error::InvalidModel`] or [`Error::Unsupported`] as [`quantize`] gives them.
 pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
-    let unsupported = |reason: String| Error::Unsupported {
-        path: path.to_owned(),
-        reason,
-    };
-    let mut model = decode(path, model_bytes)?;
+    let model = decode(path, model_bytes)?;
     if !onnx::external::files(&model, Path::new("")).is_ok_and(|f| f.is_empty()) {
-        return Err(unsupported("external data is not read offline".into()));
+        return Err(unsupported(path, "external data is not read offline".into()));
     }
-    crate::normalize::normalize(&mut model).map_err(unsupported)?;
-    #[allow(
-        clippy::expect_used,
-        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-    )]
-    let graph = model.graph.as_ref().expect("normalized");
-    let types = crate::types::infer_elem_types(graph);
-    let plan = plan::plan(graph, &types, &PlanOptions::default());
-    let ranges = plan
-        .observed_tensors()
-        .map(|t| {
-            (
-                t.to_owned(),
-                Range {
-                    min: -1.0,
-                    max: 1.0,
-                },
-            )
-        })
-        .collect();
-    let stats = Calibrated {
-        model: &model,
-        types: &types,
-        ranges: &ranges,
-        channel_means: &HashMap::new(),
-        patch_grams: &HashMap::new(),
-        float_tensors: &HashMap::new(),
-        keep_float_reasons: &HashMap::new(),
-        weight_options: WeightOptions {
-            per_channel: true,
-            reduce_range: true,
-            bias_correction: false,
-            gptq_rounding: false,
-        },
-        weight_cache: None,
+    let normalized = crate::normalize::normalize(model).map_err(|r| unsupported(path, r))?;
+    let types = crate::types::infer_elem_types(normalized.graph());
+    let plan = plan::plan(normalized.graph(), &types, &PlanOptions::default());
+    let unit = Range {
+        min: -1.0,
+        max: 1.0,
     };
-    let built = stats
-        .build(&fidelity::Kept::default())
-        .map_err(unsupported)?;
+    let statistics = Statistics {
+        ranges: plan.observed_tensors().map(|t| (t.to_owned(), unit)).collect(),
+        ..Statistics::default()
+    };
+    let weights = WeightOptions {
+        per_channel: true,
+        reduce_range: true,
+        bias_correction: false,
+        gptq_rounding: false,
+    };
+    let builder = Builder::new(normalized.model(), &types, statistics, HashMap::new(), weights, false);
+    let built = (builder.build(&KeptFloat::default())).map_err(|r| unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
 }
 
@@ -708,102 +788,6 @@ const MIN_BULK_STEPS: f64 = 8.0;
 /// Samples held out of range calibration to check a fidelity target: a fifth, at least 1.
 fn held_out_count(samples: usize) -> usize {
     (samples / 5).max(1).min(samples)
-}
-
-/// A quantized model with the plan that made it.
-pub struct Built {
-    /// The INT8 QDQ model.
-    pub model: ModelProto,
-    /// Placement used.
-    pub plan: plan::Plan,
-    /// What the rewrite did.
-    pub rewrite: rewrite::RewriteSummary,
-}
-
-/// The normalized FP32 model and its calibration statistics: all a rewrite needs.
-struct Calibrated<'a> {
-    model: &'a ModelProto,
-    types: &'a HashMap<String, i32>,
-    ranges: &'a HashMap<String, Range>,
-    channel_means: &'a HashMap<String, Vec<f64>>,
-    patch_grams: &'a HashMap<String, PatchGram>,
-    float_tensors: &'a HashMap<String, String>,
-    keep_float_reasons: &'a HashMap<String, String>,
-    weight_options: WeightOptions,
-    /// Set when several builds will be made (a fidelity target's trials); a single build
-    /// would only hold a second copy of every weight's codes.
-    weight_cache: Option<&'a rewrite::WeightCache>,
-}
-
-/// Why a node reading or writing a tensor without a calibrated range stays FP32.
-const UNCALIBRATED_TENSOR_REASON: &str =
-    "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
-
-/// Why the writer and readers of an activation the fidelity target left unquantized stay
-/// FP32.
-const TARGET_TENSOR_REASON: &str = "is kept float to meet the fidelity target";
-
-impl Calibrated<'_> {
-    /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32 and `kept`
-    /// activation tensors unquantized.
-    fn build(&self, kept: &fidelity::Kept) -> Result<Built, String> {
-        let mut model = self.model.clone();
-        #[allow(
-            clippy::expect_used,
-            reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-        )]
-        let graph = model.graph.as_mut().expect("normalized");
-        // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not
-        // observe (a squeeze-and-excitation pool kept for a fidelity target leaves its Conv
-        // reading the pool's own output): without a range it cannot be quantized, so the
-        // nodes around it stay FP32 too, and the report says so.
-        let mut float_tensors = self.float_tensors.clone();
-        for t in &kept.tensors {
-            float_tensors
-                .entry(t.clone())
-                .or_insert_with(|| format!("`{t}` {TARGET_TENSOR_REASON}"));
-        }
-        let (plan, act) = loop {
-            let plan = plan::plan(
-                graph,
-                self.types,
-                &PlanOptions {
-                    keep_float: kept.ops.clone(),
-                    keep_float_reasons: self.keep_float_reasons.clone(),
-                    float_tensors: float_tensors.clone(),
-                },
-            );
-            let act = rewrite::activation_params(&plan, graph, self.ranges);
-            let uncalibrated: Vec<&String> = plan
-                .tensors
-                .keys()
-                .filter(|t| !act.contains_key(*t))
-                .collect();
-            if uncalibrated.is_empty() {
-                break (plan, act);
-            }
-            for t in uncalibrated {
-                float_tensors.insert(t.clone(), format!("`{t}` {UNCALIBRATED_TENSOR_REASON}"));
-            }
-        };
-        let summary = rewrite::rewrite(
-            graph,
-            &plan,
-            &act,
-            self.channel_means,
-            self.patch_grams,
-            self.weight_options,
-            self.weight_cache,
-        )?;
-        crate::graph::sort_topologically(graph)?;
-        model.producer_name = Some("kenosis".into());
-        model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
-        Ok(Built {
-            model,
-            plan,
-            rewrite: summary,
-        })
-    }
 }
 
 fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {

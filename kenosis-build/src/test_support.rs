@@ -75,7 +75,12 @@ pub fn max_difference_y(a: &ModelProto, b: &ModelProto, x: &ndarray::ArrayD<f32>
 }
 
 /// An input spec of `elem_type` with known `dims` and no dimension names.
-pub fn input_spec(elem_type: i32, name: &str, dims: &[i64], token_rows: Option<usize>) -> crate::calibrate::InputSpec {
+pub fn input_spec(
+    elem_type: i32,
+    name: &str,
+    dims: &[i64],
+    token_rows: Option<usize>,
+) -> crate::calibrate::InputSpec {
     crate::calibrate::InputSpec {
         name: name.into(),
         elem_type,

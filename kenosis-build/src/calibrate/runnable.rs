@@ -81,14 +81,7 @@ pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
 /// always has an output to compute.
 pub fn runnable_part(model: &ModelProto, blocked: &BTreeMap<String, String>) -> ModelProto {
     let mut runnable = model.clone();
-    #[allow(
-        clippy::expect_used,
-        reason = "a normalized model always has a graph (normalize::normalize adds an empty one)"
-    )]
-    let graph = runnable
-        .graph
-        .as_mut()
-        .expect("normalized model has a graph");
+    let graph = runnable.graph.get_or_insert_default();
     let mut removed_outputs: HashSet<String> = HashSet::new();
     let mut frontier: Vec<String> = Vec::new();
     for node in graph.node.iter().filter(|n| blocked.contains_key(n.name())) {

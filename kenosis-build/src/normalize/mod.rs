@@ -91,13 +91,38 @@ pub struct NormalizeSummary {
     pub layernorms_fused: usize,
 }
 
-/// Normalizes `model` in place.
+/// A model normalization has run on (the stage after decoding): it has a graph, in opset 13
+/// or later, with the passes' summary.
+#[derive(Debug, Clone)]
+pub struct Normalized {
+    /// Holds a graph: [`normalize`] refuses a model without one, and only it builds a
+    /// `Normalized`.
+    model: ModelProto,
+    /// What the passes did.
+    pub summary: NormalizeSummary,
+}
+
+impl Normalized {
+    /// The normalized model.
+    pub fn model(&self) -> &ModelProto {
+        &self.model
+    }
+
+    /// The normalized model's graph.
+    pub fn graph(&self) -> &onnx::GraphProto {
+        static NONE: std::sync::LazyLock<onnx::GraphProto> =
+            std::sync::LazyLock::new(onnx::GraphProto::default);
+        self.model.graph.as_ref().unwrap_or(&NONE)
+    }
+}
+
+/// Normalizes `model`.
 ///
 /// # Errors
 /// A message (the caller adds the file name) when the IR or opset version is out of range,
-/// an operator cannot be upgraded to opset 13, or the graph is malformed (a node without
-/// output, dangling input, cycle).
-pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
+/// the model has no graph or its graph no node, an operator cannot be upgraded to opset 13,
+/// or the graph is malformed (a node without output, dangling input, cycle).
+pub fn normalize(mut model: ModelProto) -> Result<Normalized, String> {
     let ir = model.ir_version();
     if !(3..=MAX_IR_VERSION).contains(&ir) {
         return Err(format!(
@@ -105,7 +130,7 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         ));
     }
     let opset =
-        onnx::default_opset(model).ok_or("the model imports no default-domain (ai.onnx) opset")?;
+        onnx::default_opset(&model).ok_or("the model imports no default-domain (ai.onnx) opset")?;
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(format!(
             "opset {opset} is not supported (supported: {MIN_OPSET} to {MAX_OPSET})"
@@ -116,7 +141,9 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
         opset_after: opset,
         ..Default::default()
     };
-    let graph = model.graph.as_mut().ok_or("the model has no graph")?;
+    // Taken out while the graph passes run, put back for the fusions, which edit imports.
+    let mut taken = model.graph.take().ok_or("the model has no graph")?;
+    let graph = &mut taken;
     if graph.node.is_empty() {
         return Err("the graph has no nodes".into());
     }
@@ -143,15 +170,10 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     if opset < TARGET_OPSET {
         let mut names = NameGen::new(graph);
         opset::upgrade(graph, opset, &mut names)?;
-        opset::set_default_opset(model, TARGET_OPSET);
+        opset::set_default_opset(&mut model, TARGET_OPSET);
         model.ir_version = Some(model.ir_version().max(IR_FOR_OPSET_13));
         summary.opset_after = TARGET_OPSET;
     }
-    #[allow(
-        clippy::expect_used,
-        reason = "a model without a graph got an empty one above"
-    )]
-    let graph = model.graph.as_mut().expect("checked above");
     // After the upgrade, so that axes and shapes are operands in every opset.
     summary.layout_ops_folded = layout::fold(graph);
     summary.pads_folded = pad::fold_into_convs(graph);
@@ -167,12 +189,13 @@ pub fn normalize(model: &mut ModelProto) -> Result<NormalizeSummary, String> {
     summary.bias_adds_folded = before.adds + after.adds;
     summary.scale_muls_folded = before.muls + after.muls;
     crate::graph::sort_topologically(graph)?;
-    summary.silus_fused = silu::fuse(model);
-    summary.gelus_fused = gelu::fuse(model);
-    summary.hardswishes_fused = hardswish::fuse(model);
-    summary.layernorms_fused = layernorm::fuse(model);
-    summary.opset_after = onnx::default_opset(model).unwrap_or(summary.opset_after);
-    Ok(summary)
+    model.graph = Some(taken);
+    summary.silus_fused = silu::fuse(&mut model);
+    summary.gelus_fused = gelu::fuse(&mut model);
+    summary.hardswishes_fused = hardswish::fuse(&mut model);
+    summary.layernorms_fused = layernorm::fuse(&mut model);
+    summary.opset_after = onnx::default_opset(&model).unwrap_or(summary.opset_after);
+    Ok(Normalized { model, summary })
 }
 
 /// Operators that only appear in models that are already quantized (QDQ or QOperator form).
@@ -337,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_two_input_sum_becomes_an_add_and_a_three_input_one_stays() {
-        let mut m = model(
+        let m = model(
             vec![
                 node("Sum", &["x", "x"], "two"),
                 node("Sum", &["two", "x", "x"], "y"),
@@ -345,9 +368,9 @@ mod tests {
             &["y"],
             vec![],
         );
-        let summary = normalize(&mut m).unwrap();
-        assert_eq!(summary.sums_as_adds, 1);
-        let g = m.graph.as_ref().unwrap();
+        let normalized = normalize(m).unwrap();
+        assert_eq!(normalized.summary.sums_as_adds, 1);
+        let g = normalized.graph();
         let ops: Vec<&str> = g.node.iter().map(|n| n.op_type()).collect();
         assert_eq!(ops, ["Add", "Sum"]);
         assert_eq!(g.node[0].input, ["x", "x"]);
@@ -389,14 +412,15 @@ mod tests {
             ],
         );
         m.opset_import[0].version = Some(9);
-        let summary = normalize(&mut m).unwrap();
+        let normalized = normalize(m).unwrap();
+        let summary = &normalized.summary;
         assert_eq!(summary.layout_ops_folded, 2);
         assert_eq!(summary.batchnorms_folded, 1);
         assert_eq!(
             (summary.scale_muls_folded, summary.bias_adds_folded),
             (1, 1)
         );
-        let g = m.graph.as_ref().unwrap();
+        let g = normalized.graph();
         let ops: Vec<&str> = g.node.iter().map(|n| n.op_type()).collect();
         assert_eq!(ops, ["Conv", "Relu"]);
         let value = |name: &str| {

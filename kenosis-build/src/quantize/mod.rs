@@ -1,6 +1,7 @@
 //! Quantization proper: parameter math, weight quantization, placement plan, graph rewrite.
 
 pub mod bias_correction;
+pub mod build;
 pub mod channel_spread;
 pub mod gptq;
 pub mod params;

@@ -1,0 +1,149 @@
+//! One INT8 build of a calibrated model: plan the placement with what is kept float, choose
+//! activation parameters from the calibrated ranges, rewrite the graph into QDQ form. A
+//! fidelity target makes several builds from one calibration (see [`crate::fidelity`]).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::calibrate::gram::PatchGram;
+use crate::onnx::ModelProto;
+use crate::quantize::plan::{self, Plan, PlanOptions};
+use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
+
+/// What stays FP32 besides the plan's own choices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeptFloat {
+    /// Node names kept in FP32 whatever their rule: the user's `keep_float`, nodes
+    /// calibration could not run, ops a fidelity target chose.
+    pub ops: HashSet<String>,
+    /// Activation tensors left unquantized (a fidelity target's choice): their writers and
+    /// readers stay FP32.
+    pub tensors: HashSet<String>,
+}
+
+/// A quantized model with the plan that made it.
+pub struct Built {
+    /// The INT8 QDQ model.
+    pub model: ModelProto,
+    /// Placement used.
+    pub plan: Plan,
+    /// What the rewrite did.
+    pub rewrite: RewriteSummary,
+}
+
+/// What calibration measured on the FP32 model, all a rewrite reads from it.
+#[derive(Debug, Default)]
+pub struct Statistics {
+    /// Chosen range of each observed activation tensor.
+    pub ranges: HashMap<String, Range>,
+    /// Per-channel means of weighted ops' computed inputs, by tensor (bias correction).
+    pub channel_means: HashMap<String, Vec<f64>>,
+    /// Input patch statistics of Convs, by the Conv's first output (GPTQ rounding and the
+    /// reduce-range saturation check).
+    pub patch_grams: HashMap<String, PatchGram>,
+    /// Activation tensors unfit for uint8, with the reason the report gives.
+    pub unfit_tensors: HashMap<String, String>,
+}
+
+/// Makes INT8 builds of one normalized FP32 model from its calibration statistics.
+pub struct Builder<'m> {
+    model: &'m ModelProto,
+    types: &'m HashMap<String, i32>,
+    statistics: Statistics,
+    /// Why nodes the caller keeps FP32 are kept (nodes ONNX Runtime cannot run).
+    keep_float_reasons: HashMap<String, String>,
+    weights: WeightOptions,
+    /// Set when several builds will be made (a fidelity target's trials); a single build
+    /// would only hold a second copy of every weight's codes.
+    weight_cache: Option<WeightCache>,
+}
+
+/// Why a node reading or writing a tensor without a calibrated range stays FP32.
+const UNCALIBRATED_TENSOR_REASON: &str =
+    "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
+
+/// Why the writer and readers of an activation the fidelity target left unquantized stay
+/// FP32.
+const TARGET_TENSOR_REASON: &str = "is kept float to meet the fidelity target";
+
+impl<'m> Builder<'m> {
+    /// Builds of `model` (normalized, with element `types` from
+    /// [`crate::types::infer_elem_types`]); `cache_weights` keeps weighted ops' codes
+    /// between builds.
+    pub fn new(
+        model: &'m ModelProto,
+        types: &'m HashMap<String, i32>,
+        statistics: Statistics,
+        keep_float_reasons: HashMap<String, String>,
+        weights: WeightOptions,
+        cache_weights: bool,
+    ) -> Self {
+        Self {
+            model,
+            types,
+            statistics,
+            keep_float_reasons,
+            weights,
+            weight_cache: cache_weights.then(WeightCache::default),
+        }
+    }
+
+    /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32 and
+    /// `kept` activation tensors unquantized.
+    ///
+    /// # Errors
+    /// The rewrite's or the topological sort's reason, for a graph they cannot handle.
+    pub fn build(&self, kept: &KeptFloat) -> Result<Built, String> {
+        let mut model = self.model.clone();
+        let graph = model.graph.get_or_insert_default();
+        // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not
+        // observe (a squeeze-and-excitation pool kept for a fidelity target leaves its Conv
+        // reading the pool's own output): without a range it cannot be quantized, so the
+        // nodes around it stay FP32 too, and the report says so.
+        let mut float_tensors = self.statistics.unfit_tensors.clone();
+        for t in &kept.tensors {
+            float_tensors
+                .entry(t.clone())
+                .or_insert_with(|| format!("`{t}` {TARGET_TENSOR_REASON}"));
+        }
+        let (plan, act) = loop {
+            let plan = plan::plan(
+                graph,
+                self.types,
+                &PlanOptions {
+                    keep_float: kept.ops.clone(),
+                    keep_float_reasons: self.keep_float_reasons.clone(),
+                    float_tensors: float_tensors.clone(),
+                },
+            );
+            let act = rewrite::activation_params(&plan, graph, &self.statistics.ranges);
+            let uncalibrated: Vec<&String> = plan
+                .tensors
+                .keys()
+                .filter(|t| !act.contains_key(*t))
+                .collect();
+            if uncalibrated.is_empty() {
+                break (plan, act);
+            }
+            for t in uncalibrated {
+                float_tensors.insert(t.clone(), format!("`{t}` {UNCALIBRATED_TENSOR_REASON}"));
+            }
+        };
+        let summary = rewrite::rewrite(
+            graph,
+            &plan,
+            &act,
+            &self.statistics.channel_means,
+            &self.statistics.patch_grams,
+            self.weights,
+            self.weight_cache.as_ref(),
+        )?;
+        crate::graph::sort_topologically(graph)?;
+        model.producer_name = Some("kenosis".into());
+        model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
+        Ok(Built {
+            model,
+            plan,
+            rewrite: summary,
+        })
+    }
+}
