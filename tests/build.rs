@@ -3,8 +3,9 @@
 //! `tests/typed_run.rs`), and writes the manifest that `tests/ui.rs` forwards to its
 //! compile-fail cases.
 //!
-//! `fixtures/tiny/unregistered.onnx` is deliberately not registered here: the trybuild case
-//! `ui/unregistered.rs` checks the error for a model the build script did not quantize.
+//! `../kenosis-runtime/testdata/tiny_conv.onnx` is deliberately not registered here: the
+//! trybuild case `ui/unregistered.rs` checks the error for a model the build script did not
+//! quantize.
 
 fn main() {
     kenosis_build::Config::new()

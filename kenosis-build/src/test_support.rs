@@ -7,13 +7,13 @@ use crate::onnx::{
 
 /// A default-domain node named `<op>_<output>` with one output.
 pub fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-    make_node(
-        op,
-        format!("{op}_{output}"),
-        inputs.iter().map(|s| s.to_string()).collect(),
-        vec![output.into()],
-        vec![],
-    )
+    named(op, &format!("{op}_{output}"), inputs, &[output])
+}
+
+/// A default-domain node of type `op` named `name`.
+pub fn named(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+    make_node(op, name.into(), strings(inputs), strings(outputs), vec![])
 }
 
 /// A float32 graph input or output of unknown shape.

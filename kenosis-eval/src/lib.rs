@@ -133,21 +133,35 @@ pub fn session_with_config(
     save_optimized: Option<&Path>,
     config: &[(&str, &str)],
 ) -> Session {
-    let env =
-        kenosis_build::calibrate::session::environment(Path::new("test")).expect("ORT environment");
+    try_session(bytes, level, save_optimized, config).expect("ORT loads the model")
+}
+
+/// [`session_with_config`] returning ONNX Runtime's message instead of panicking, for the
+/// benchmark, which reports a model that fails and goes on.
+///
+/// # Errors
+/// ONNX Runtime's message when it refuses an option or the model.
+pub fn try_session(
+    bytes: &[u8],
+    level: GraphOptimizationLevel,
+    save_optimized: Option<&Path>,
+    config: &[(&str, &str)],
+) -> Result<Session, String> {
+    let env = kenosis_build::calibrate::session::environment(Path::new("kenosis-eval"))
+        .map_err(|e| e.to_string())?;
     let mut b = Session::builder(env)
-        .expect("builder")
+        .map_err(|e| e.to_string())?
         .with_optimization_level(level)
-        .expect("level")
+        .map_err(|e| e.to_string())?
         .with_intra_threads(1)
-        .expect("threads");
+        .map_err(|e| e.to_string())?;
     for (key, value) in config {
-        b = b.with_config_entry(key, value).expect("config entry");
+        b = b.with_config_entry(key, value).map_err(|e| e.to_string())?;
     }
     if let Some(p) = save_optimized {
-        b = b.with_optimized_model_path(p).expect("optimized path");
+        b = b.with_optimized_model_path(p).map_err(|e| e.to_string())?;
     }
-    b.commit_from_memory(bytes).expect("ORT loads the model")
+    b.commit_from_memory(bytes).map_err(|e| e.to_string())
 }
 
 /// An ORT session of `bytes` at [`GraphOptimizationLevel::All`] (1 intra-op thread) and the

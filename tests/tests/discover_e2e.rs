@@ -50,14 +50,15 @@ fn fixture_crate(dir: &Path) {
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let models = dir.join("models");
     std::fs::create_dir_all(&models).unwrap();
-    let tiny = root.join("tests/fixtures/tiny");
+    let tiny_conv = root.join("tests/fixtures/tiny/tiny_conv.onnx");
+    let tiny_io = root.join("kenosis-runtime/testdata/tiny_io.onnx");
     for (from, to) in [
-        ("tiny_conv.onnx", "tiny_conv.onnx"),
-        ("tiny_io.onnx", "tiny_io.onnx"),
-        ("tiny_conv.onnx", "example.onnx"),
-        ("tiny_conv.onnx", "added.onnx"),
+        (&tiny_conv, "tiny_conv.onnx"),
+        (&tiny_io, "tiny_io.onnx"),
+        (&tiny_conv, "example.onnx"),
+        (&tiny_conv, "added.onnx"),
     ] {
-        std::fs::copy(tiny.join(from), models.join(to)).unwrap();
+        std::fs::copy(from, models.join(to)).unwrap();
     }
 }
 

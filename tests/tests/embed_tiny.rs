@@ -19,12 +19,6 @@ fn input() -> Array4<f32> {
     })
 }
 
-fn cosine(a: &ArrayD<f32>, b: &ArrayD<f32>) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norm = |v: &ArrayD<f32>| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (norm(a) * norm(b))
-}
-
 #[test]
 fn embedded_artifact_is_a_loadable_int8_model() {
     let bytes = QUANTIZED.bytes();
@@ -82,7 +76,8 @@ fn quantized_output_is_close_to_fp32() {
         .unwrap();
     assert_eq!(quantized.shape(), [1, 4, 8, 8]);
     assert_eq!(quantized.shape(), reference.shape());
-    let cos = cosine(&quantized, &reference);
+    let values = |v: &ArrayD<f32>| v.iter().copied().collect::<Vec<f32>>();
+    let cos = kenosis_eval::cosine(&values(&quantized), &values(&reference));
     let max_abs = |v: &ArrayD<f32>| v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
     assert!(
         cos >= 0.99,

@@ -6,7 +6,7 @@ use kenosis_runtime::{include_quantized, EmbeddedModel, Error};
 use ndarray::{Array2, Array4, ArrayView4};
 
 // Item form: nameable wrapper, inputs and outputs types for the two-input, two-output model.
-include_quantized!(struct TinyIo = "fixtures/tiny/tiny_io.onnx");
+include_quantized!(struct TinyIo = "../kenosis-runtime/testdata/tiny_io.onnx");
 
 fn input() -> Array4<f32> {
     Array4::from_shape_fn((1, 3, 8, 8), |(_, c, i, j)| {

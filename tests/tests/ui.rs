@@ -12,7 +12,8 @@ fn include_quantized_errors() {
     // * `OUT_DIR`: the macro reads the manifest `kenosis-build` writes to `$OUT_DIR`. Cargo sets
     //   `OUT_DIR` only for packages with a build script, so the generated package has none of
     //   its own; forward this crate's, where `tests/build.rs` registered
-    //   `fixtures/tiny/tiny_conv.onnx` (and deliberately not `fixtures/tiny/unregistered.onnx`).
+    //   `fixtures/tiny/tiny_conv.onnx` (and deliberately not
+    //   `../kenosis-runtime/testdata/tiny_conv.onnx`).
     // * `KENOSIS_MANIFEST_DIR`: the macro resolves relative model paths against
     //   `CARGO_MANIFEST_DIR`, which for the cases is the generated package's directory, not
     //   `tests/`. This documented override of `include_quantized!` points them back at this

@@ -1,4 +1,4 @@
 // The file exists, but tests/build.rs does not register it with kenosis-build.
 fn main() {
-    let _model = kenosis_runtime::include_quantized!("fixtures/tiny/unregistered.onnx");
+    let _model = kenosis_runtime::include_quantized!("../kenosis-runtime/testdata/tiny_conv.onnx");
 }

@@ -143,37 +143,12 @@ fn inputs_read<'a>(node: &'a NodeProto, out: &mut Vec<&'a str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::onnx::{make_node, GraphProto, OperatorSetIdProto};
+    use crate::onnx::GraphProto;
+    use crate::test_support::{model as float_model, named as node};
 
+    /// `nodes` over float input `x` with float `outputs`.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {
-        ModelProto {
-            opset_import: vec![OperatorSetIdProto {
-                domain: None,
-                version: Some(13),
-            }],
-            graph: Some(GraphProto {
-                node: nodes,
-                output: outputs
-                    .iter()
-                    .map(|o| crate::onnx::ValueInfoProto {
-                        name: Some((*o).into()),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-        make_node(
-            op,
-            name.into(),
-            inputs.iter().map(|s| (*s).into()).collect(),
-            outputs.iter().map(|s| (*s).into()).collect(),
-            vec![],
-        )
+        float_model(nodes, outputs, vec![])
     }
 
     #[test]

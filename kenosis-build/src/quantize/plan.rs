@@ -722,13 +722,7 @@ fn weight_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::float_value;
-    use crate::onnx::make_node;
-
-    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
-        make_node(op, op.into(), strings(inputs), vec![output.into()], vec![])
-    }
+    use crate::test_support::{float_value, named};
 
     /// Element types for `names`, all float.
     fn float_types(names: &[&str]) -> HashMap<String, i32> {
@@ -743,9 +737,7 @@ mod tests {
     #[test]
     fn a_squeeze_and_excitation_branch_stays_fp32_between_a_quantized_pool_and_gate() {
         let named = |name: &str, op: &str, inputs: &[&str], output: &str| {
-            let mut n = node(op, inputs, output);
-            n.name = Some(name.into());
-            n
+            named(op, name, inputs, &[output])
         };
         let graph = GraphProto {
             node: vec![
@@ -815,10 +807,10 @@ mod tests {
     fn a_pooling_read_only_by_float_ops_stays_fp32() {
         let graph = GraphProto {
             node: vec![
-                node("Conv", &["x", "w", "b"], "conv"),
-                node("Relu", &["conv"], "relu"),
-                node("GlobalAveragePool", &["relu"], "pool"),
-                node("Softmax", &["pool"], "prob"),
+                named("Conv", "Conv", &["x", "w", "b"], &["conv"]),
+                named("Relu", "Relu", &["conv"], &["relu"]),
+                named("GlobalAveragePool", "GlobalAveragePool", &["relu"], &["pool"]),
+                named("Softmax", "Softmax", &["pool"], &["prob"]),
             ],
             initializer: vec![
                 tensor::from_f32("w", &[4, 2, 1, 1], &[0.5; 8]),
@@ -853,9 +845,9 @@ mod tests {
     fn a_tensor_calibration_rejects_keeps_its_add_fp32_once_with_the_reason() {
         let graph = GraphProto {
             node: vec![
-                node("Conv", &["x", "w", "b"], "conv"),
-                node("Add", &["conv", "x"], "sum"),
-                node("Conv", &["sum", "w", "b"], "out"),
+                named("Conv", "Conv", &["x", "w", "b"], &["conv"]),
+                named("Add", "Add", &["conv", "x"], &["sum"]),
+                named("Conv", "Conv", &["sum", "w", "b"], &["out"]),
             ],
             initializer: vec![
                 tensor::from_f32("w", &[2, 2, 1, 1], &[0.5; 4]),
@@ -882,18 +874,18 @@ mod tests {
     /// A MobileNetV3 block: `HardSwish → depthwise Conv → HardSwish`, then a classifier head
     /// `MaxPool → GlobalAveragePool → Reshape → MatMul` on another HardSwish.
     fn hardswish_block(kernel: i64, head_columns: i64) -> (GraphProto, HashMap<String, i32>) {
-        let mut depthwise = node("Conv", &["a", "dw_w", "dw_b"], "dw");
+        let mut depthwise = named("Conv", "Conv", &["a", "dw_w", "dw_b"], &["dw"]);
         depthwise.attribute.push(attr::make_int("group", 8));
         let k = kernel as usize;
         let graph = GraphProto {
             node: vec![
-                node("HardSwish", &["x"], "a"),
+                named("HardSwish", "HardSwish", &["x"], &["a"]),
                 depthwise,
-                node("HardSwish", &["dw"], "h"),
-                node("MaxPool", &["h"], "mp"),
-                node("GlobalAveragePool", &["mp"], "gap"),
-                node("Reshape", &["gap", "shape"], "flat"),
-                node("MatMul", &["flat", "fc_w"], "logits"),
+                named("HardSwish", "HardSwish", &["dw"], &["h"]),
+                named("MaxPool", "MaxPool", &["h"], &["mp"]),
+                named("GlobalAveragePool", "GlobalAveragePool", &["mp"], &["gap"]),
+                named("Reshape", "Reshape", &["gap", "shape"], &["flat"]),
+                named("MatMul", "MatMul", &["flat", "fc_w"], &["logits"]),
             ],
             initializer: vec![
                 tensor::from_f32("dw_w", &[8, 1, kernel, kernel], &vec![0.1; 8 * k * k]),
@@ -951,11 +943,11 @@ mod tests {
                 format!("c{i}"),
                 format!("h{i}"),
             );
-            let mut depthwise = node("Conv", &[&input, &format!("w{i}")], &conv);
+            let mut depthwise = named("Conv", "Conv", &[&input, &format!("w{i}")], &[&conv]);
             depthwise.name = Some(format!("dw{i}"));
             depthwise.attribute.push(attr::make_int("group", 8));
             nodes.push(depthwise);
-            nodes.push(node("HardSwish", &[&conv], &act));
+            nodes.push(named("HardSwish", "HardSwish", &[&conv], &[&act]));
             initializer.push(tensor::from_f32(
                 &format!("w{i}"),
                 &[8, 1, 5, 5],
@@ -995,7 +987,7 @@ mod tests {
         // quantized pointwise Conv.
         for (slot, input, output) in [(0, "x", "a"), (2, "dw", "h")] {
             let (mut graph, types) = hardswish_block(5, 2);
-            graph.node[slot] = node("Conv", &[input, "pw_w"], output);
+            graph.node[slot] = named("Conv", "Conv", &[input, "pw_w"], &[output]);
             graph.node[slot].name = Some("pointwise".into());
             graph
                 .initializer

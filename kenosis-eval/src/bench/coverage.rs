@@ -7,10 +7,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kenosis_build::calibrate::data::{input_specs, synthetic_with_dims};
-use kenosis_build::calibrate::image_range::ImageRange;
+use kenosis_build::calibrate::data::input_specs;
 use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::shapes;
+use kenosis_build::calibrate::synthetic::{synthetic_with_dims, ImageRange};
 use kenosis_build::pipeline::decode;
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use serde::Serialize;
@@ -107,8 +107,8 @@ fn measure_one(
         .join(", ");
 
     let inputs = sample_inputs(&names, &sample, path).map_err(|e| e.to_string())?;
-    let mut a = measure::session(&fp32, 1, None)?;
-    let mut b = measure::session(&q.bytes, 1, None)?;
+    let mut a = measure::session(&fp32, None)?;
+    let mut b = measure::session(&q.bytes, None)?;
     let l = measure::interleaved(&mut [&mut a, &mut b], warmup, runs, |s| {
         let t = Instant::now();
         s.run(borrowed(&inputs)).map_err(|e| e.to_string())?;

@@ -11,25 +11,10 @@ use serde::Serialize;
 
 use kenosis_eval::{argmax, conv_counts, cosine, op_types};
 
-/// A session at `ORT_ENABLE_ALL` with `threads` intra-op threads, optionally saving the
-/// optimized graph to `save_optimized`.
-pub fn session(
-    bytes: &[u8],
-    threads: usize,
-    save_optimized: Option<&Path>,
-) -> Result<Session, String> {
-    let env = kenosis_build::calibrate::session::environment(Path::new("bench"))
-        .map_err(|e| e.to_string())?;
-    let mut b = Session::builder(env)
-        .map_err(|e| e.to_string())?
-        .with_optimization_level(GraphOptimizationLevel::All)
-        .map_err(|e| e.to_string())?
-        .with_intra_threads(threads)
-        .map_err(|e| e.to_string())?;
-    if let Some(p) = save_optimized {
-        b = b.with_optimized_model_path(p).map_err(|e| e.to_string())?;
-    }
-    b.commit_from_memory(bytes).map_err(|e| e.to_string())
+/// A session at `ORT_ENABLE_ALL` (1 intra-op thread, as every benchmark row measures),
+/// optionally saving the optimized graph to `save_optimized`.
+pub fn session(bytes: &[u8], save_optimized: Option<&Path>) -> Result<Session, String> {
+    kenosis_eval::try_session(bytes, GraphOptimizationLevel::All, save_optimized, &[])
 }
 
 /// Runs a single-input model on `x`, returning output 0 flattened.
@@ -141,9 +126,9 @@ pub fn fidelity(
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || -> Result<Vec<Result<Acc, String>>, String> {
-                    let mut reference = session(fp32, 1, None)?;
+                    let mut reference = session(fp32, None)?;
                     let mut sessions: Vec<Result<Session, String>> =
-                        candidates.iter().map(|b| session(b, 1, None)).collect();
+                        candidates.iter().map(|b| session(b, None)).collect();
                     let mut accs = vec![Acc::EMPTY; candidates.len()];
                     for (image, file) in files.iter().enumerate().skip(t).step_by(threads) {
                         let x = load(file);

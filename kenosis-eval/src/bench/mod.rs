@@ -547,7 +547,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         ctx.warmup, ctx.runs
     ));
     let x = spec.load(&eval_files[0]);
-    let mut fp32_session = match measure::session(&fp32, 1, None) {
+    let mut fp32_session = match measure::session(&fp32, None) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(format!("FP32 model: {e}"));
@@ -568,7 +568,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
             continue;
         }
         let optimized = dir.join(format!("{name}.optimized.onnx"));
-        match measure::session(&c.bytes, 1, Some(&optimized)) {
+        match measure::session(&c.bytes, Some(&optimized)) {
             Ok(s) => {
                 column.conv_fusion = Some(measure::conv_fusion(&c.bytes, &optimized));
                 *target = Some(s);
