@@ -116,6 +116,10 @@ pub fn image_range(&[low, high]: &[f32; 2]) -> Result<(), String> {
 ///
 /// # Errors
 /// A message for an empty name.
+#[allow(
+    clippy::ptr_arg,
+    reason = "the table calls each check as fn(&ValueType), and keep_float's is Vec<String>"
+)]
 pub fn node_names(names: &Vec<String>) -> Result<(), String> {
     if names.iter().any(|n| n.is_empty()) {
         Err("must not name an empty node name \"\"".into())

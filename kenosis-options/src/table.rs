@@ -24,6 +24,9 @@
 //! }
 //! ```
 //!
+//! Setter docs are expanded in `kenosis-build`, so their intra-doc links are written as
+//! `crate::` paths of that crate.
+//!
 //! `ValueType` implements [`Value`](crate::value::Value): its call-site syntax and canonical
 //! text. `resolved` converts from it with `Into` (`T` for an option with a default,
 //! `Option<T>` for one that is unset by default). Entries under `inputs` choose where the
@@ -56,8 +59,9 @@ macro_rules! options {
                     merge: replace,
                     resolved: $crate::Method = |_| $crate::Method::Mse,
                     setter: {
-                        /// How activation ranges are chosen from calibration statistics (default
-                        /// [`Method::Mse`]; `docs/design.md` describes the methods).
+                        /// How activation ranges are chosen from calibration statistics
+                        /// (default [`Method::Mse`](crate::Method::Mse); `docs/design.md`
+                        /// describes the methods).
                         ///
                         /// ```no_run
                         /// kenosis_build::Config::new()
@@ -97,12 +101,13 @@ macro_rules! options {
                     merge: replace,
                     resolved: bool = |target| target.saturating_kernels,
                     setter: {
-                        /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build targets,
-                        /// whose u8·s8 kernels without VNNI saturate on full-range weights, unless
-                        /// the target enables VNNI (`avxvnni` or `avx512vnni` in cargo's
-                        /// `CARGO_CFG_TARGET_FEATURE`, e.g. with `-C target-cpu=native` on such a
-                        /// CPU); off elsewhere. Depthwise Convs keep 8-bit weights either way (see
-                        /// `quantize::rewrite::runs_on_widening_kernel`), and so does each Conv
+                        /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build
+                        /// targets, whose u8·s8 kernels without VNNI saturate on full-range
+                        /// weights, unless the target enables VNNI (`avxvnni` or `avx512vnni` in
+                        /// cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with `-C target-cpu=native`
+                        /// on such a CPU); off elsewhere. Depthwise Convs keep 8-bit weights either
+                        /// way (see `quantize::rewrite::runs_on_widening_kernel`), and so does
+                        /// each Conv
                         /// whose simulated int16 pair saturation, on the calibration data, costs
                         /// less than the extra bit saves (see `quantize::saturation`).
                         ///
@@ -189,8 +194,9 @@ macro_rules! options {
                     merge: replace,
                     resolved: Option<f64> = |_| None,
                     setter: {
-                        /// Like [`Config::min_cosine`] for the fraction of held-out samples whose
-                        /// first output has the same argmax (top-1 class) as FP32, in `[0, 1]`.
+                        /// Like [`Config::min_cosine`](crate::Config::min_cosine) for the fraction
+                        /// of held-out samples whose first output has the same argmax (top-1
+                        /// class) as FP32, in `[0, 1]`.
                         ///
                         /// ```no_run
                         /// kenosis_build::Config::new()
@@ -239,7 +245,8 @@ macro_rules! options {
                         /// pixels (`[0, 255]`; see `calibrate::image_range`), which assumes a
                         /// network trained with BatchNorm. Without a range that matches, synthetic
                         /// calibration is useless (docs/benchmarks.md has SqueezeNet 1.0's case).
-                        /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are
+                        /// [`Config::compile`](crate::Config::compile) fails with
+                        /// [`Error::Config`](crate::Error::Config) unless both bounds are
                         /// finite and `low < high`.
                         ///
                         /// ```no_run

@@ -96,7 +96,7 @@ impl Value for String {
 }
 
 impl Value for Method {
-    /// A string (see [`Method::parse_value`]); its errors are spanned at the string.
+    /// A string (`Method::parse_value`); its errors are spanned at the string.
     fn parse(key: &str, value: &Expr) -> syn::Result<Self> {
         let s = string(
             key,
