@@ -27,10 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         options.gptq_rounding = v == "1";
     }
     if let Ok(v) = std::env::var("KENOSIS_MIN_COSINE") {
-        options.fidelity_target = Some(kenosis_build::fidelity::Target {
-            min_cosine: Some(v.parse()?),
-            min_top1_agreement: None,
-        });
+        options.min_cosine = Some(v.parse()?);
     }
     if let Ok(v) = std::env::var("KENOSIS_KEEP_FLOAT") {
         options.keep_float = v.split(',').map(str::to_owned).collect();

@@ -25,8 +25,9 @@ use syn::visit::Visit;
 
 use crate::error::{Error, Result};
 
-/// Bumped when the cache layout or the scan changes.
-const CACHE_VERSION: u32 = 1;
+/// Bumped when the cache layout, the scan or the option grammar changes (a call cached as
+/// not parsing may parse now).
+const CACHE_VERSION: u32 = 2;
 
 /// One `include_quantized!` call found in the package's sources.
 #[derive(Debug, Clone, PartialEq)]

@@ -117,6 +117,15 @@ impl Evaluation {
         }
     }
 
+    /// Its name in the cache key's options text (see `QuantizeOptions::canonical`): the
+    /// serialized name, `host_kernels` or `qdq_reference`.
+    pub fn canonical(self) -> &'static str {
+        match self {
+            Self::HostKernels => "host_kernels",
+            Self::QdqReference => "qdq_reference",
+        }
+    }
+
     /// For reports: what ran the model.
     pub fn describe(self) -> &'static str {
         match self {

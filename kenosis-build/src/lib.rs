@@ -57,6 +57,7 @@ internal_modules!(
     quantize, report, types,
 );
 mod error;
+mod options;
 mod parallel;
 #[cfg(test)]
 mod test_support;
@@ -108,21 +109,17 @@ pub struct Config {
     models: Vec<ModelConfig>,
     discover: bool,
     default_calibration: Option<PathBuf>,
-    per_channel: Option<bool>,
-    reduce_range: Option<bool>,
-    synthetic_samples: Option<usize>,
-    synthetic_image_range: Option<[f32; 2]>,
-    keep_float: Vec<String>,
-    method: Option<calibrate::Method>,
-    bias_correction: Option<bool>,
-    gptq_rounding: Option<bool>,
-    fidelity_target: Option<fidelity::Target>,
+    /// The options set with the setters `options` generates from the declaration table
+    /// (`calibration` stays unset: [`Config::calibration_npy_dir`] attaches to a model).
+    options: kenosis_options::Options,
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
     cache_key: Option<String>,
     target: Option<String>,
 }
+
+kenosis_options::options!(options::config_setters);
 
 impl Config {
     /// An empty configuration.
@@ -186,176 +183,8 @@ impl Config {
         self
     }
 
-    /// Per-channel weight scales on the output-channel axis (default `true`) or per tensor.
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .per_channel(false)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn per_channel(mut self, enable: bool) -> Self {
-        self.per_channel = Some(enable);
-        self
-    }
-
-    /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build targets, whose
-    /// u8·s8 kernels without VNNI saturate on full-range weights, unless the target enables
-    /// VNNI (`avxvnni` or `avx512vnni` in cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with
-    /// `-C target-cpu=native` on such a CPU); off elsewhere. Depthwise Convs keep 8-bit
-    /// weights either way (see `quantize::rewrite::runs_on_widening_kernel`), and so does
-    /// each Conv whose simulated int16 pair saturation, on the calibration data, costs less
-    /// than the extra bit saves (see `quantize::saturation`).
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .reduce_range(false)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn reduce_range(mut self, enable: bool) -> Self {
-        self.reduce_range = Some(enable);
-        self
-    }
-
-    /// Number of synthetic calibration samples when no data is given (default 16).
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .synthetic_samples(64)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn synthetic_samples(mut self, count: usize) -> Self {
-        self.synthetic_samples = Some(count);
-        self
-    }
-
-    /// Value range `[low, high]` of synthetic image inputs (float `[N, 3, H, W]`), in the
-    /// model's input units: e.g. `(0.0, 1.0)` for a model that reads pixels divided by 255,
-    /// `(-123.0, 151.0)` for SqueezeNet 1.0's mean-subtracted pixels. Default: inferred from
-    /// the stem Convs as normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`)
-    /// or pixels (`[0, 255]`; see `calibrate::image_range`), which assumes a network
-    /// trained with BatchNorm. Without a range that matches, synthetic calibration is
-    /// useless (docs/benchmarks.md has SqueezeNet 1.0's case).
-    /// [`Config::compile`] fails with [`Error::Config`] unless both bounds are finite and
-    /// `low < high`.
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/squeezenet1.0.onnx")
-    ///     .synthetic_image_range(-123.0, 151.0)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn synthetic_image_range(mut self, low: f32, high: f32) -> Self {
-        self.synthetic_image_range = Some([low, high]);
-        self
-    }
-
-    /// How activation ranges are chosen from calibration statistics (default
-    /// [`Method::Mse`]; `docs/design.md` describes the methods).
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .calibration_method(kenosis_build::Method::Percentile(99.99))
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn calibration_method(mut self, method: Method) -> Self {
-        self.method = Some(method);
-        self
-    }
-
-    /// Bias correction for weight quantization (default `true`; see
-    /// `quantize::bias_correction`).
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .bias_correction(false)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn bias_correction(mut self, enable: bool) -> Self {
-        self.bias_correction = Some(enable);
-        self
-    }
-
-    /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights, from their input
-    /// patches observed during calibration (default `true`; see `quantize::gptq`).
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .gptq_rounding(false)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn gptq_rounding(mut self, enable: bool) -> Self {
-        self.gptq_rounding = Some(enable);
-        self
-    }
-
-    /// Requires the INT8 model's first output to have a mean cosine similarity of at least
-    /// `min` with FP32 on held-out calibration samples (a fifth of them), checked on the 95%
-    /// lower confidence bound of that mean (see `fidelity`) so that it carries over to
-    /// unseen inputs; the most sensitive ops and activations (measured, see
-    /// `fidelity::meet_target`) are kept in FP32 until it holds, else the build fails with
-    /// a report.
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .calibration_npy_dir("calib/net")
-    ///     .min_cosine(0.995)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn min_cosine(mut self, min: f64) -> Self {
-        self.fidelity_target
-            .get_or_insert_with(Default::default)
-            .min_cosine = Some(min);
-        self
-    }
-
-    /// Like [`Config::min_cosine`] for the fraction of held-out samples whose first output
-    /// has the same argmax (top-1 class) as FP32, in `[0, 1]`.
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .calibration_npy_dir("calib/net")
-    ///     .min_top1_agreement(0.95)
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn min_top1_agreement(mut self, min: f64) -> Self {
-        self.fidelity_target
-            .get_or_insert_with(Default::default)
-            .min_top1_agreement = Some(min);
-        self
-    }
-
-    /// Keeps the node named `name` in FP32 (in every model). Names are those of the model
-    /// file's nodes; each report lists the names its model has no node for
-    /// (`keep_float_unmatched`), and a name no model has gets a `cargo:warning`.
-    ///
-    /// ```no_run
-    /// kenosis_build::Config::new()
-    ///     .model("models/net.onnx")
-    ///     .keep_float("head/Conv")
-    ///     .compile()
-    ///     .expect("kenosis: quantization failed");
-    /// ```
-    pub fn keep_float(mut self, name: impl Into<String>) -> Self {
-        self.keep_float.push(name.into());
-        self
-    }
+    // The option setters (`per_channel`, `calibration_method`, ...) are generated below,
+    // from `kenosis_options::table`, where each is declared with its docs.
 
     /// Overrides `OUT_DIR` (artifacts and manifest go there).
     ///
@@ -452,25 +281,10 @@ impl Config {
             None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
         };
         let target_kernels = kernels::IntegerKernels::of_target(&target, &target_features);
-        let options = QuantizeOptions {
-            per_channel: self.per_channel.unwrap_or(true),
-            reduce_range: self
-                .reduce_range
-                .unwrap_or_else(|| target_kernels.wants_reduce_range()),
-            synthetic_samples: self.synthetic_samples.unwrap_or(16),
-            synthetic_image_range: self.synthetic_image_range,
-            keep_float: self.keep_float.clone(),
-            method: self.method.unwrap_or(QuantizeOptions::default().method),
-            bias_correction: self.bias_correction.unwrap_or(true),
-            gptq_rounding: self
-                .gptq_rounding
-                .unwrap_or(QuantizeOptions::default().gptq_rounding),
-            fidelity_target: self.fidelity_target,
-            evaluation: kernels::Evaluation::for_kernels(
-                target_kernels,
-                kernels::IntegerKernels::of_host(),
-            ),
-        };
+        let build_target = options::build_target(target_kernels);
+        let evaluation =
+            kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
+        let options = QuantizeOptions::resolve(&self.options, build_target, evaluation);
         options.check()?;
         let manifest_dir = match &self.manifest_dir {
             Some(d) => d.clone(),
@@ -536,6 +350,7 @@ impl Config {
         let artifacts_dir = out_dir.join("kenosis");
         std::fs::create_dir_all(&artifacts_dir).map_err(|e| Error::io(&artifacts_dir, e))?;
 
+        let config_keep_float = self.options.keep_float.as_deref().unwrap_or_default();
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
         for model in &models {
@@ -545,7 +360,9 @@ impl Config {
                 .or(self.default_calibration.clone());
             let mut model_options = options.clone();
             if let Some(call) = &model.call {
-                apply_call_options(&mut model_options, &call.options);
+                let mut layers = self.options.clone();
+                layers.merge(&call.options);
+                model_options = QuantizeOptions::resolve(&layers, build_target, evaluation);
                 if let Some(dir) = &call.options.calibration {
                     calib = Some(expand_out_dir(dir, &out_dir));
                 }
@@ -559,7 +376,10 @@ impl Config {
                 &model_options,
             );
             manifest.models.push(match (entry, &model.call) {
-                (Ok((entry, unmatched)), _) => {
+                (Ok((entry, unmatched)), call) => {
+                    if let Some(call) = call {
+                        warn_unmatched_at_call(call, &unmatched, config_keep_float);
+                    }
                     unmatched_per_model.push(unmatched);
                     entry
                 }
@@ -574,7 +394,7 @@ impl Config {
                 }
             });
         }
-        for name in unmatched_everywhere(&self.keep_float, &unmatched_per_model) {
+        for name in unmatched_everywhere(config_keep_float, &unmatched_per_model) {
             cargo::warning(&format!(
                 "kenosis: keep_float(\"{name}\") names no node of any model; it is a node name of the model file, and nodes normalization folds or fuses away (BatchNormalization, Dropout, a Pad, a Split, the parts of a SiLU, GELU, HardSwish or layer normalization) cannot be kept"
             ));
@@ -615,7 +435,7 @@ impl Config {
 
         let decoded = pipeline::decode(&path, &bytes)?;
         let mut key = cache::KeyHasher::new();
-        key.add(&bytes).add(format!("{options:?}").as_bytes());
+        key.add(&bytes).add(options.canonical().as_bytes());
         let size_fp32 = bytes.len();
         drop(bytes);
         // `external_files` has checked that each is a regular file inside the model's folder.
@@ -722,6 +542,24 @@ fn unoptimized_warning(opt_level: &str) -> Option<String> {
     })
 }
 
+/// Warns about each `keep_float` name written at `call` (not also given to
+/// [`Config::keep_float`], which [`unmatched_everywhere`] covers) that names no node of its
+/// model (`unmatched`).
+fn warn_unmatched_at_call(call: &discover::Call, unmatched: &[String], config: &[String]) {
+    let written = call.options.keep_float.as_deref().unwrap_or_default();
+    for name in written
+        .iter()
+        .filter(|n| unmatched.contains(n) && !config.contains(n))
+    {
+        cargo::warning(&format!(
+            "kenosis: keep_float name \"{name}\" at {}:{} names no node of {}; it is a node name of the model file, and nodes normalization folds or fuses away cannot be kept",
+            call.file.display(),
+            call.line,
+            call.model
+        ));
+    }
+}
+
 /// The `keep_float` names that match a node in none of the models, given each model's
 /// unmatched names (a name may rightly be absent from some models: it applies to all).
 fn unmatched_everywhere<'a>(names: &'a [String], per_model: &[Vec<String>]) -> Vec<&'a str> {
@@ -730,40 +568,6 @@ fn unmatched_everywhere<'a>(names: &'a [String], per_model: &[Vec<String>]) -> V
         .filter(|n| !per_model.is_empty() && per_model.iter().all(|u| u.contains(n)))
         .map(String::as_str)
         .collect()
-}
-
-/// Call-site options override the build's.
-fn apply_call_options(options: &mut QuantizeOptions, call: &kenosis_options::Options) {
-    if let Some(v) = call.per_channel {
-        options.per_channel = v;
-    }
-    if let Some(v) = call.reduce_range {
-        options.reduce_range = v;
-    }
-    if let Some(v) = call.bias_correction {
-        options.bias_correction = v;
-    }
-    if let Some(v) = call.gptq_rounding {
-        options.gptq_rounding = v;
-    }
-    if let Some(v) = call.synthetic_samples {
-        options.synthetic_samples = v;
-    }
-    if let Some(range) = call.synthetic_image_range {
-        options.synthetic_image_range = Some(range);
-    }
-    if let Some(m) = call.method {
-        options.method = m;
-    }
-    if call.min_cosine.is_some() || call.min_top1_agreement.is_some() {
-        let target = options.fidelity_target.get_or_insert_with(Default::default);
-        if let Some(v) = call.min_cosine {
-            target.min_cosine = Some(v);
-        }
-        if let Some(v) = call.min_top1_agreement {
-            target.min_top1_agreement = Some(v);
-        }
-    }
 }
 
 /// A call-site calibration folder: a leading `$OUT_DIR` is the build script's `OUT_DIR`;

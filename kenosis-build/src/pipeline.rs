@@ -22,92 +22,7 @@ use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{Range, WeightOptions};
 use crate::report::Report;
 
-/// Options that determine the artifact (all of them enter the cache key).
-#[derive(Debug, Clone, PartialEq)]
-pub struct QuantizeOptions {
-    /// Per-channel weight scales (default) or one scale per weight tensor.
-    pub per_channel: bool,
-    /// 7-bit weights for x86 CPUs without VNNI (see
-    /// [`crate::quantize::params::WEIGHT_QMAX_REDUCED`]), except on depthwise Convs (see
-    /// [`crate::quantize::rewrite::runs_on_widening_kernel`]) and on Convs that the simulated
-    /// kernel shows gain from 8 bits (see [`crate::quantize::saturation`]).
-    pub reduce_range: bool,
-    /// Number of synthetic samples when no calibration data is given.
-    pub synthetic_samples: usize,
-    /// Value range `[low, high]` of synthetic image inputs; `None` infers `[-2.118, 2.64]` or
-    /// `[0, 255]` from the stem Convs (see [`calibrate::image_range`]).
-    pub synthetic_image_range: Option<[f32; 2]>,
-    /// Node names to keep in FP32.
-    pub keep_float: Vec<String>,
-    /// How activation ranges are chosen from the calibration histograms.
-    pub method: calibrate::Method,
-    /// Bias correction for weight quantization (see [`crate::quantize::bias_correction`]).
-    pub bias_correction: bool,
-    /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights from their input
-    /// patches' second moments (see [`crate::quantize::gptq`]); other weights and this one
-    /// off use nearest rounding.
-    pub gptq_rounding: bool,
-    /// Fidelity floor checked on held-out calibration samples; ops are kept in FP32, most
-    /// sensitive first, until it holds (see [`crate::fidelity`]).
-    pub fidelity_target: Option<fidelity::Target>,
-    /// How the fidelity check runs the INT8 model: on the build machine's integer kernels, or
-    /// on the QDQ reference where those differ from the target's (see [`crate::kernels`]).
-    pub evaluation: crate::kernels::Evaluation,
-}
-
-impl Default for QuantizeOptions {
-    fn default() -> Self {
-        Self {
-            per_channel: true,
-            reduce_range: cfg!(any(target_arch = "x86", target_arch = "x86_64")),
-            synthetic_samples: 16,
-            synthetic_image_range: None,
-            keep_float: Vec::new(),
-            method: calibrate::Method::Mse,
-            bias_correction: true,
-            gptq_rounding: true,
-            fidelity_target: None,
-            evaluation: crate::kernels::Evaluation::for_kernels(
-                crate::kernels::IntegerKernels::of_target("", ""),
-                crate::kernels::IntegerKernels::of_host(),
-            ),
-        }
-    }
-}
-
-impl QuantizeOptions {
-    /// Checks the values no model could make sense of, with the bounds `include_quantized!`
-    /// enforces at its call sites (see [`kenosis_options`]): a percentile in `(0, 100]`,
-    /// `synthetic_samples >= 1`, a finite `synthetic_image_range` with `low < high`, and
-    /// fidelity floors within `[-1, 1]` (cosine) and `[0, 1]` (top-1 agreement).
-    ///
-    /// # Errors
-    /// [`Error::Config`] naming the first bad option and its value.
-    pub fn check(&self) -> Result<()> {
-        fn option(name: &str) -> impl Fn(String) -> Error + '_ {
-            move |m| Error::Config(format!("option `{name}` {m}"))
-        }
-        if let calibrate::Method::Percentile(p) = self.method {
-            kenosis_options::check_percentile(p).map_err(option("method"))?;
-        }
-        kenosis_options::check_synthetic_samples(self.synthetic_samples)
-            .map_err(option("synthetic_samples"))?;
-        if let Some([low, high]) = self.synthetic_image_range {
-            kenosis_options::check_image_range(low, high)
-                .map_err(option("synthetic_image_range"))?;
-        }
-        if let Some(target) = &self.fidelity_target {
-            if let Some(v) = target.min_cosine {
-                kenosis_options::check_min_cosine(v).map_err(option("min_cosine"))?;
-            }
-            if let Some(v) = target.min_top1_agreement {
-                kenosis_options::check_min_top1_agreement(v)
-                    .map_err(option("min_top1_agreement"))?;
-            }
-        }
-        Ok(())
-    }
-}
+pub use crate::options::QuantizeOptions;
 
 /// Where calibration samples come from.
 #[derive(Debug, Clone)]
@@ -257,7 +172,7 @@ impl<'p> Planned<'p> {
         let graph = normalized.graph();
         let uncalibratable = calibrate::runnable::uncalibratable(normalized.model());
         if let (Some(target), Some(custom)) = (
-            options.fidelity_target,
+            options.fidelity_target(),
             (graph.node.iter()).find(|n| uncalibratable.contains_key(n.name())),
         ) {
             return Err(unsupported(path, format!(
@@ -332,7 +247,7 @@ impl<'p> Planned<'p> {
         let (data, synthetic_image_ranges) =
             calibration_data(calibration, calibration_model, &self.specs, options, self.path)?;
         let held_out = held_out_count(data.samples.len());
-        let calibrated_on = match options.fidelity_target {
+        let calibrated_on = match options.fidelity_target() {
             Some(_) if data.samples.len() > 1 => data.samples.len() - held_out,
             _ => data.samples.len(),
         };
@@ -458,7 +373,7 @@ impl Calibrated<'_> {
                 bias_correction: options.bias_correction,
                 gptq_rounding: options.gptq_rounding,
             },
-            options.fidelity_target.is_some(),
+            options.fidelity_target().is_some(),
         );
         let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| unsupported(planned.path, r));
         let mut kept = KeptFloat {
@@ -485,7 +400,7 @@ impl Calibrated<'_> {
         let (model, path) = (planned.normalized.model(), planned.path);
         let compared = fidelity::compared(planned.normalized.graph(), &planned.types);
         let measurable =
-            compared != fidelity::Compared::Nothing || options.fidelity_target.is_some();
+            compared != fidelity::Compared::Nothing || options.fidelity_target().is_some();
         if !planned.uncalibratable.is_empty() || !measurable {
             return Ok((built, None));
         }
@@ -502,7 +417,7 @@ impl Calibrated<'_> {
         let (built, report) = fidelity::meet_target(
             &held_out,
             built,
-            options.fidelity_target,
+            options.fidelity_target(),
             || evaluator(ranking_samples),
             &candidates,
             kept,

@@ -336,10 +336,7 @@ fn options_out_of_bounds_are_refused_by_every_entry_point() {
         (
             s.config().min_cosine(1.5),
             QuantizeOptions {
-                fidelity_target: Some(kenosis_build::fidelity::Target {
-                    min_cosine: Some(1.5),
-                    min_top1_agreement: None,
-                }),
+                min_cosine: Some(1.5),
                 ..Default::default()
             },
             "option `min_cosine` must be in [-1.0, 1.0], got 1.5",
@@ -347,10 +344,7 @@ fn options_out_of_bounds_are_refused_by_every_entry_point() {
         (
             s.config().min_top1_agreement(f64::NAN),
             QuantizeOptions {
-                fidelity_target: Some(kenosis_build::fidelity::Target {
-                    min_cosine: None,
-                    min_top1_agreement: Some(f64::NAN),
-                }),
+                min_top1_agreement: Some(f64::NAN),
                 ..Default::default()
             },
             "option `min_top1_agreement` must be in [0.0, 1.0], got NaN",

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use kenosis_build::fidelity::Target;
 use kenosis_build::onnx::{self, tensor, ModelProto};
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use prost::Message;
@@ -111,10 +110,7 @@ fn quantize_synthetic(
 ) -> kenosis_build::Result<kenosis_build::Quantized> {
     let options = QuantizeOptions {
         synthetic_samples: 20,
-        fidelity_target: min_cosine.map(|c| Target {
-            min_cosine: Some(c),
-            min_top1_agreement: None,
-        }),
+        min_cosine,
         ..QuantizeOptions::default()
     };
     quantize(Path::new(name), bytes, &Calibration::Synthetic, &options)

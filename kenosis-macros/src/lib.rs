@@ -37,10 +37,9 @@ use proc_macro2::TokenStream;
 ///
 /// # Arguments
 /// A string literal, the path of the FP32 ONNX model relative to the crate root
-/// (`CARGO_MANIFEST_DIR`) or absolute, then optional `key = value` options (`calibration`,
-/// `method`, `per_channel`, `reduce_range`, `bias_correction`, `gptq_rounding`,
-/// `min_cosine`, `min_top1_agreement`, `synthetic_samples`; see the `kenosis-options` crate
-/// for the grammar). `kenosis_build::discover()` in `build.rs` finds every call and quantizes
+/// (`CARGO_MANIFEST_DIR`) or absolute, then optional `key = value` options: every option of
+/// `kenosis_build::Config` (`calibration`, `method`, `per_channel`, `keep_float`, ...), listed
+/// with its syntax and default on `kenosis_options::Options`. `kenosis_build::discover()` in `build.rs` finds every call and quantizes
 /// each model with its call site's options; the macro embeds the artifact built with exactly
 /// those options. The item form `vis struct Name = "path", options...` declares the wrapper
 /// type `Name` (plus `NameInputs<'a>` for several inputs and `NameOutputs` for several

@@ -6,22 +6,13 @@
 //! ```text
 //! include_quantized!("models/x.onnx")
 //! include_quantized!("models/x.onnx", calibration = "calib/x", method = "percentile",
-//!                    per_channel = false, min_cosine = 0.99)
+//!                    per_channel = false, min_cosine = 0.99, keep_float = ["head/Conv"])
 //! include_quantized!(pub struct Net = "models/x.onnx", method = "mse")   // item form
 //! ```
 //!
-//! | key | value | meaning |
-//! |---|---|---|
-//! | `calibration` | string | folder of `.npy` calibration samples, relative to the crate root; a leading `$OUT_DIR` is the build script's `OUT_DIR` |
-//! | `method` | `"minmax"`, `"percentile"` (= `"percentile(99.99)"`), `"percentile(P)"`, `"entropy"`, `"mse"` | calibration range method |
-//! | `per_channel` | bool | per-channel weight scales |
-//! | `reduce_range` | bool | 7-bit weights where the integer kernel would saturate (depthwise Convs, and Convs whose simulated saturation costs less than the extra bit saves, keep 8 bits) |
-//! | `bias_correction` | bool | bias correction |
-//! | `gptq_rounding` | bool | GPTQ (error-compensating) weight rounding |
-//! | `min_cosine` | number in `[-1, 1]` | fidelity floor (mean cosine vs FP32) |
-//! | `min_top1_agreement` | number in `[0, 1]` | fidelity floor (top-1 agreement vs FP32) |
-//! | `synthetic_samples` | integer in `[1, 4096]` | synthetic calibration samples when no data is given |
-//! | `synthetic_image_range` | string `"[low, high]"` | value range of synthetic image inputs (default: inferred, `[-2.118, 2.64]` or `[0, 255]`) |
+//! Every option is declared once, in [`table`]: its key, value type, doc line, check, merge
+//! and (in `kenosis-build`) its `Config` setter, default and cache-key line. The keys and
+//! their values are listed on [`Options`], one field per key.
 //!
 //! Unknown keys, repeated keys and bad values are [`syn::Error`]s spanned at the offending
 //! token.
@@ -29,27 +20,29 @@
 use proc_macro2::Span;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, Lit, LitStr, Token, Visibility};
+use syn::{Ident, LitStr, Token, Visibility};
+
+pub mod check;
+pub mod merge;
+pub mod table;
+pub mod value;
+
+pub use check::MAX_SYNTHETIC_SAMPLES;
+use value::Value;
+
+/// What option defaults depend on besides the table: the build target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildTarget {
+    /// The target's u8·s8 integer kernels sum pairs of products in saturating 16-bit lanes
+    /// (x86 without VNNI), which makes `reduce_range` default to on.
+    pub saturating_kernels: bool,
+}
 
 /// The prefix of a `calibration` path that stands for the build script's `OUT_DIR`.
 pub const OUT_DIR_PREFIX: &str = "$OUT_DIR";
 
 /// Default percentile of `method = "percentile"`.
 pub const DEFAULT_PERCENTILE: f64 = 99.99;
-
-/// Every option key, in canonical order.
-pub const KEYS: &[&str] = &[
-    "calibration",
-    "method",
-    "per_channel",
-    "reduce_range",
-    "bias_correction",
-    "gptq_rounding",
-    "min_cosine",
-    "min_top1_agreement",
-    "synthetic_samples",
-    "synthetic_image_range",
-];
 
 const USAGE: &str = "include_quantized! expects a string literal with the path of an FP32 ONNX \
                      model, e.g. `include_quantized!(\"models/net.onnx\")`";
@@ -129,74 +122,108 @@ impl Method {
                     .trim()
                     .parse()
                     .map_err(|_| format!("`{p}` is not a number in \"percentile(P)\""))?;
-                check_percentile(p)?;
+                check::percentile(p)?;
                 Method::Percentile(p)
             }
         })
     }
 }
 
-/// The options of one call site; `None` = not written (the build's default applies).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Options {
-    /// `calibration = "dir"`.
-    pub calibration: Option<String>,
-    /// `method = "..."`.
-    pub method: Option<Method>,
-    /// `per_channel = bool`.
-    pub per_channel: Option<bool>,
-    /// `reduce_range = bool`.
-    pub reduce_range: Option<bool>,
-    /// `bias_correction = bool`.
-    pub bias_correction: Option<bool>,
-    /// `gptq_rounding = bool`.
-    pub gptq_rounding: Option<bool>,
-    /// `min_cosine = x`.
-    pub min_cosine: Option<f64>,
-    /// `min_top1_agreement = x`.
-    pub min_top1_agreement: Option<f64>,
-    /// `synthetic_samples = n`.
-    pub synthetic_samples: Option<usize>,
-    /// `synthetic_image_range = "[low, high]"`, as `[low, high]`.
-    pub synthetic_image_range: Option<[f32; 2]>,
+/// Generates, from the [`table`], the call-site [`Options`], [`KEYS`], and their grammar,
+/// checks, merge and canonical text.
+macro_rules! define_options {
+    (
+        inputs { $($inputs:tt)* }
+        artifact { $($artifact:tt)* }
+    ) => {
+        define_options! { @all $($inputs)* $($artifact)* }
+    };
+    (@all $(
+        $(#[doc = $doc:literal])+
+        $name:ident: $ty:ty {
+            check: $check:path,
+            merge: $merge:ident,
+            $(resolved: $resolved:ty = $default:expr, setter: { $($setter:tt)* },)?
+        }
+    )*) => {
+        /// The options of one call site, or of a build script's `Config`: `None` = not
+        /// written (an earlier layer's value, else the default, applies).
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct Options {
+            $(
+                $(#[doc = $doc])+
+                pub $name: Option<$ty>,
+            )*
+        }
+
+        /// Every option key, in canonical order (the [`table`]'s).
+        pub const KEYS: &[&str] = &[$(stringify!($name)),*];
+
+        impl Options {
+            /// The options in canonical form: written keys in [`KEYS`] order as
+            /// `key = value` (each value in its [`Value::write`] spelling), joined by `", "`;
+            /// empty when none is written. It is valid option syntax (it parses back to the
+            /// same options), and is what the manifest records and the macro compares.
+            pub fn canonical(&self) -> String {
+                let mut parts: Vec<String> = Vec::new();
+                $(
+                    if let Some(v) = &self.$name {
+                        parts.push(format!("{} = {}", stringify!($name), Value::write(v)));
+                    }
+                )*
+                parts.join(", ")
+            }
+
+            /// Lays `later` over these options, each option by its merge rule (see
+            /// [`merge`]): a written value replaces this one, a written list extends it.
+            pub fn merge(&mut self, later: &Options) {
+                $(
+                    if let Some(v) = &later.$name {
+                        merge::$merge(&mut self.$name, v.clone());
+                    }
+                )*
+            }
+
+            /// Checks every written value against its bounds (see [`check`]).
+            ///
+            /// # Errors
+            /// The key of the first value out of bounds and a message completing
+            /// "option `<key>` ...".
+            pub fn check(&self) -> Result<(), (&'static str, String)> {
+                $(
+                    if let Some(v) = &self.$name {
+                        $check(v).map_err(|m| (stringify!($name), m))?;
+                    }
+                )*
+                Ok(())
+            }
+
+            /// Parses `value` as the value of option `key` (a known key), checks it, and
+            /// stores it.
+            fn set(&mut self, key: &Ident, value: &syn::Expr) -> syn::Result<()> {
+                let name = key.to_string();
+                $(
+                    if name == stringify!($name) {
+                        let v = <$ty as Value>::parse(&name, value)?;
+                        $check(&v).map_err(|m| {
+                            syn::Error::new(
+                                syn::spanned::Spanned::span(value),
+                                format!("option `{name}` {m}"),
+                            )
+                        })?;
+                        self.$name = Some(v);
+                        return Ok(());
+                    }
+                )*
+                Err(syn::Error::new(key.span(), format!("unknown option `{name}`")))
+            }
+        }
+    };
 }
 
-impl Options {
-    /// The options in canonical form: written keys in [`KEYS`] order as `key = value`, joined
-    /// by `", "`; empty when none is written. It is valid option syntax (it parses back to
-    /// the same options), and is what the manifest records and the macro compares.
-    pub fn canonical(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(c) = &self.calibration {
-            parts.push(format!("calibration = {c:?}"));
-        }
-        if let Some(m) = &self.method {
-            parts.push(format!("method = {:?}", m.canonical()));
-        }
-        let mut flag = |key: &str, v: Option<bool>| {
-            if let Some(v) = v {
-                parts.push(format!("{key} = {v}"));
-            }
-        };
-        flag("per_channel", self.per_channel);
-        flag("reduce_range", self.reduce_range);
-        flag("bias_correction", self.bias_correction);
-        flag("gptq_rounding", self.gptq_rounding);
-        if let Some(v) = self.min_cosine {
-            parts.push(format!("min_cosine = {v:?}"));
-        }
-        if let Some(v) = self.min_top1_agreement {
-            parts.push(format!("min_top1_agreement = {v:?}"));
-        }
-        if let Some(v) = self.synthetic_samples {
-            parts.push(format!("synthetic_samples = {v}"));
-        }
-        if let Some([low, high]) = self.synthetic_image_range {
-            parts.push(format!("synthetic_image_range = \"[{low:?}, {high:?}]\""));
-        }
-        parts.join(", ")
-    }
+options!(define_options);
 
+impl Options {
     /// Parses options written as `key = value, ...` (e.g. a [`canonical`](Self::canonical)
     /// string).
     ///
@@ -269,180 +296,14 @@ fn parse_options(input: ParseStream<'_>) -> syn::Result<Options> {
         }
         seen.push(name.clone());
         input.parse::<Token![=]>()?;
-        let value: Lit = input.parse()?;
-        let bad = |what: &str| syn::Error::new(value.span(), format!("option `{name}` {what}"));
-        match name.as_str() {
-            "calibration" => {
-                let Lit::Str(s) = &value else {
-                    return Err(bad("expects a string: a folder of .npy files"));
-                };
-                let dir = s.value();
-                if dir.trim().is_empty() {
-                    return Err(bad("must not be empty"));
-                }
-                if dir.starts_with('$')
-                    && !(dir == OUT_DIR_PREFIX || dir.starts_with(&format!("{OUT_DIR_PREFIX}/")))
-                {
-                    return Err(bad(
-                        "may only start with `$OUT_DIR` (the build script's OUT_DIR); \
-                         no other variable is expanded",
-                    ));
-                }
-                options.calibration = Some(dir);
-            }
-            "method" => {
-                let Lit::Str(s) = &value else {
-                    return Err(bad(
-                        "expects a string: \"minmax\", \"percentile\", \"percentile(P)\", \
-                         \"entropy\" or \"mse\"",
-                    ));
-                };
-                options.method = Some(
-                    Method::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))?,
-                );
-            }
-            "per_channel" | "reduce_range" | "bias_correction" | "gptq_rounding" => {
-                let Lit::Bool(b) = &value else {
-                    return Err(bad("expects `true` or `false`"));
-                };
-                let slot = match name.as_str() {
-                    "per_channel" => &mut options.per_channel,
-                    "reduce_range" => &mut options.reduce_range,
-                    "bias_correction" => &mut options.bias_correction,
-                    _ => &mut options.gptq_rounding,
-                };
-                *slot = Some(b.value);
-            }
-            "min_cosine" | "min_top1_agreement" => {
-                let v = match &value {
-                    Lit::Float(f) => f.base10_parse::<f64>()?,
-                    Lit::Int(i) => i.base10_parse::<f64>()?,
-                    _ => return Err(bad("expects a number")),
-                };
-                let (checked, slot) = if name == "min_cosine" {
-                    (check_min_cosine(v), &mut options.min_cosine)
-                } else {
-                    (check_min_top1_agreement(v), &mut options.min_top1_agreement)
-                };
-                checked.map_err(|m| bad(&m))?;
-                *slot = Some(v);
-            }
-            "synthetic_samples" => {
-                let Lit::Int(i) = &value else {
-                    return Err(bad("expects a positive integer"));
-                };
-                let n: usize = i.base10_parse()?;
-                check_synthetic_samples(n).map_err(|m| bad(&m))?;
-                options.synthetic_samples = Some(n);
-            }
-            "synthetic_image_range" => {
-                let Lit::Str(s) = &value else {
-                    return Err(bad("expects a string such as \"[0, 1]\""));
-                };
-                options.synthetic_image_range = Some(parse_range(&s.value()).map_err(|m| bad(&m))?);
-            }
-            _ => unreachable!("every key in KEYS is handled"),
-        }
+        let value: syn::Expr = input.parse()?;
+        options.set(&key, &value)?;
         if input.is_empty() {
             break;
         }
         input.parse::<Token![,]>()?;
     }
     Ok(options)
-}
-
-/// Parses `"[low, high]"` (spaces optional) into a range [`check_image_range`] accepts; the
-/// error message completes "option `synthetic_image_range` ...".
-fn parse_range(text: &str) -> Result<[f32; 2], String> {
-    let (low, high) = text
-        .trim()
-        .strip_prefix('[')
-        .and_then(|r| r.strip_suffix(']'))
-        .and_then(|inner| inner.split_once(','))
-        .ok_or_else(|| format!("expects \"[low, high]\", got \"{text}\""))?;
-    let number = |v: &str| {
-        v.trim()
-            .parse::<f32>()
-            .map_err(|_| format!("expects numbers, got `{}` in \"{text}\"", v.trim()))
-    };
-    let range = [number(low)?, number(high)?];
-    check_image_range(range[0], range[1])?;
-    Ok(range)
-}
-
-// The value checks below are shared with `kenosis_build::QuantizeOptions::check`, so a
-// value the macro rejects is rejected by every other entry point too. Except for the
-// percentile's, each message completes "option `<name>` ...".
-
-/// Checks a `percentile(P)` value: `0 < P <= 100` (percent of the histogram kept).
-///
-/// # Errors
-/// A message naming the bad value (NaN included).
-pub fn check_percentile(p: f64) -> Result<(), String> {
-    if p > 0.0 && p <= 100.0 {
-        Ok(())
-    } else {
-        Err(format!("percentile must be in (0, 100], got {p}"))
-    }
-}
-
-/// Checks a `min_cosine` floor: a cosine similarity, in `[-1, 1]`.
-///
-/// # Errors
-/// A message naming the bad value (NaN included).
-pub fn check_min_cosine(v: f64) -> Result<(), String> {
-    check_closed(v, -1.0)
-}
-
-/// Checks a `min_top1_agreement` floor: a fraction of samples, in `[0, 1]`.
-///
-/// # Errors
-/// A message naming the bad value (NaN included).
-pub fn check_min_top1_agreement(v: f64) -> Result<(), String> {
-    check_closed(v, 0.0)
-}
-
-fn check_closed(v: f64, lo: f64) -> Result<(), String> {
-    if (lo..=1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(format!("must be in [{lo:?}, 1.0], got {v}"))
-    }
-}
-
-/// Most synthetic calibration samples one model may ask for. Synthetic data is generated
-/// and held in memory whole (see `kenosis_build::calibrate::data::MAX_SYNTHETIC_TOTAL_ELEMENTS`
-/// for the bound on their total size); past a few hundred samples, real calibration data
-/// is the better use of the time.
-pub const MAX_SYNTHETIC_SAMPLES: usize = 4096;
-
-/// Checks a synthetic sample count: at least 1, at most [`MAX_SYNTHETIC_SAMPLES`].
-///
-/// # Errors
-/// A message for zero or a count over the bound.
-pub fn check_synthetic_samples(n: usize) -> Result<(), String> {
-    if n == 0 {
-        Err("must be at least 1".into())
-    } else if n > MAX_SYNTHETIC_SAMPLES {
-        Err(format!("must be at most {MAX_SYNTHETIC_SAMPLES}, got {n}"))
-    } else {
-        Ok(())
-    }
-}
-
-/// Checks a synthetic image range: finite bounds with `low < high`. The error message
-/// completes "option `synthetic_image_range` ...".
-///
-/// # Errors
-/// A message naming the bad bounds.
-pub fn check_image_range(low: f32, high: f32) -> Result<(), String> {
-    if low.is_finite() && high.is_finite() && low < high {
-        Ok(())
-    } else {
-        Err(format!(
-            "needs finite bounds with low < high, got [{low}, {high}]"
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -474,7 +335,7 @@ mod tests {
             r#""m.onnx", synthetic_samples = 4, min_cosine = 0.99, per_channel = false,
                method = "percentile", calibration = "$OUT_DIR/calib", reduce_range = true,
                bias_correction = false, min_top1_agreement = 1, gptq_rounding = false,
-               synthetic_image_range = " [0, 255] ","#,
+               synthetic_image_range = " [0, 255] ", keep_float = ["a/Conv", "b\"c"],"#,
         )
         .unwrap();
         let o = &inv.options;
@@ -488,15 +349,90 @@ mod tests {
         assert_eq!(o.min_top1_agreement, Some(1.0));
         assert_eq!(o.synthetic_samples, Some(4));
         assert_eq!(o.synthetic_image_range, Some([0.0, 255.0]));
+        assert_eq!(
+            o.keep_float,
+            Some(vec!["a/Conv".to_owned(), "b\"c".to_owned()])
+        );
         let canonical = o.canonical();
         assert_eq!(
             canonical,
             "calibration = \"$OUT_DIR/calib\", method = \"percentile(99.99)\", \
              per_channel = false, reduce_range = true, bias_correction = false, \
              gptq_rounding = false, min_cosine = 0.99, min_top1_agreement = 1.0, \
-             synthetic_samples = 4, synthetic_image_range = \"[0.0, 255.0]\""
+             synthetic_samples = 4, synthetic_image_range = \"[0.0, 255.0]\", \
+             keep_float = [\"a/Conv\", \"b\\\"c\"]"
         );
         assert_eq!(&Options::parse_str(&canonical).unwrap(), o);
+    }
+
+    #[test]
+    fn keep_float_takes_one_name_or_a_list() {
+        let o = Options::parse_str(r#"keep_float = "head/Conv""#).unwrap();
+        assert_eq!(o.keep_float, Some(vec!["head/Conv".to_owned()]));
+        assert_eq!(o.canonical(), r#"keep_float = ["head/Conv"]"#);
+        let o = Options::parse_str("keep_float = []").unwrap();
+        assert_eq!(o.canonical(), "keep_float = []");
+        assert_eq!(
+            Options::parse_str(r#"keep_float = ["a", 1]"#)
+                .unwrap_err()
+                .to_string(),
+            "option `keep_float` expects a string or an array of strings, e.g. [\"head/Conv\"]"
+        );
+        assert_eq!(
+            Options::parse_str(r#"keep_float = ["a", ""]"#)
+                .unwrap_err()
+                .to_string(),
+            "option `keep_float` must not name an empty node name \"\""
+        );
+    }
+
+    #[test]
+    fn a_negative_cosine_floor_parses_and_round_trips() {
+        let o = Options::parse_str("min_cosine = -0.5").unwrap();
+        assert_eq!(o.min_cosine, Some(-0.5));
+        assert_eq!(Options::parse_str(&o.canonical()).unwrap(), o);
+        assert_eq!(
+            Options::parse_str("min_cosine = -2")
+                .unwrap_err()
+                .to_string(),
+            "option `min_cosine` must be in [-1.0, 1.0], got -2"
+        );
+    }
+
+    #[test]
+    fn a_later_layer_replaces_values_and_extends_lists() {
+        let mut config =
+            Options::parse_str(r#"per_channel = false, min_cosine = 0.9, keep_float = ["a"]"#)
+                .unwrap();
+        let call = Options::parse_str(r#"per_channel = true, keep_float = ["b"]"#).unwrap();
+        config.merge(&call);
+        assert_eq!(
+            config.canonical(),
+            r#"per_channel = true, min_cosine = 0.9, keep_float = ["a", "b"]"#
+        );
+        // An unwritten key leaves the earlier layer's value.
+        config.merge(&Options::default());
+        assert_eq!(config.min_cosine, Some(0.9));
+    }
+
+    #[test]
+    fn check_names_the_key_of_a_value_out_of_bounds() {
+        let mut o = Options::default();
+        assert_eq!(o.check(), Ok(()));
+        o.synthetic_samples = Some(0);
+        assert_eq!(
+            o.check(),
+            Err(("synthetic_samples", "must be at least 1".to_owned()))
+        );
+        o.synthetic_samples = None;
+        o.method = Some(Method::Percentile(150.0));
+        assert_eq!(
+            o.check(),
+            Err((
+                "method",
+                "percentile must be in (0, 100], got 150".to_owned()
+            ))
+        );
     }
 
     #[test]

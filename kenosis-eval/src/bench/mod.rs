@@ -415,10 +415,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
     // Kenosis with a fidelity target: which ops it keeps FP32, and what that costs.
     if let Some(min_cosine) = spec.fidelity_target {
         let options = QuantizeOptions {
-            fidelity_target: Some(kenosis_build::fidelity::Target {
-                min_cosine: Some(min_cosine),
-                min_top1_agreement: None,
-            }),
+            min_cosine: Some(min_cosine),
             ..QuantizeOptions::default()
         };
         let (column, q) = kenosis_quantize(ctx, &model_path, &fp32, &calib_data, &options);

@@ -41,6 +41,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("quantize", Layer::Stage),
     ("fidelity", Layer::Stage),
     ("report", Layer::Stage),
+    ("options", Layer::Stage),
     ("pipeline", Layer::Stage),
     ("cache", Layer::Stage),
     ("cargo", Layer::Stage),

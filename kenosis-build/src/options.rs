@@ -1,0 +1,247 @@
+//! The options of a build, generated from `kenosis-options`' declaration table (see
+//! `kenosis_options::table`): each option's [`Config`] setter, its field of the resolved
+//! [`QuantizeOptions`] with its default and check, and its line in the cache key. Nothing
+//! here names an option: adding one to the table adds it everywhere.
+
+use kenosis_options::{BuildTarget, Options};
+
+use crate::error::{Error, Result};
+use crate::fidelity;
+use crate::kernels::{Evaluation, IntegerKernels};
+
+/// Generates the [`Config`](crate::Config) setters from the table's `artifact` entries;
+/// expanded in the crate root, which owns `Config`.
+macro_rules! config_setters {
+    (
+        inputs { $($inputs:tt)* }
+        artifact { $(
+            $(#[doc = $doc:literal])+
+            $name:ident: $ty:ty {
+                check: $check:path,
+                merge: $merge:ident,
+                resolved: $resolved:ty = $default:expr,
+                setter: {
+                    $(#[$setter_attr:meta])*
+                    fn $setter:ident($($arg:ident: $arg_ty:ty),* $(,)?) = $value:expr;
+                },
+            }
+        )* }
+    ) => {
+        impl Config {
+            $(
+                $(#[$setter_attr])*
+                pub fn $setter(mut self, $($arg: $arg_ty),*) -> Self {
+                    kenosis_options::merge::$merge(&mut self.options.$name, $value);
+                    self
+                }
+            )*
+        }
+    };
+}
+pub(crate) use config_setters;
+
+/// Generates [`QuantizeOptions`] from the table's `artifact` entries.
+macro_rules! define_build_options {
+    (
+        inputs { $($inputs:tt)* }
+        artifact { $(
+            $(#[doc = $doc:literal])+
+            $name:ident: $ty:ty {
+                check: $check:path,
+                merge: $merge:ident,
+                resolved: $resolved:ty = $default:expr,
+                setter: {
+                    $(#[$setter_attr:meta])*
+                    fn $setter:ident($($arg:ident: $arg_ty:ty),* $(,)?) = $value:expr;
+                },
+            }
+        )* }
+    ) => {
+
+        /// Options that determine the artifact, resolved: every option's value (a build's
+        /// layers of [`Options`] over the defaults), and how the fidelity check runs. All of
+        /// them enter the cache key, through [`QuantizeOptions::canonical`].
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct QuantizeOptions {
+            $(
+                $(#[doc = $doc])+
+                pub $name: $resolved,
+            )*
+            /// How the fidelity check runs the INT8 model: on the build machine's integer
+            /// kernels, or on the QDQ reference where those differ from the target's (see
+            /// [`crate::kernels`]).
+            pub evaluation: Evaluation,
+        }
+
+        impl QuantizeOptions {
+            /// The options `layers` writes, each unwritten one at its default for `target`.
+            pub fn resolve(layers: &Options, target: BuildTarget, evaluation: Evaluation) -> Self {
+                Self {
+                    $(
+                        $name: {
+                            let default: fn(&BuildTarget) -> $resolved = $default;
+                            layers.$name.clone().map_or_else(|| default(&target), Into::into)
+                        },
+                    )*
+                    evaluation,
+                }
+            }
+
+            /// These options as one layer that writes every value (unset optional ones
+            /// stay unwritten).
+            pub fn to_options(&self) -> Options {
+                Options {
+                    $($name: self.$name.clone().into(),)*
+                    ..Options::default()
+                }
+            }
+
+            /// The canonical text of these options, which the cache key hashes: one line
+            /// `key = value` per option in the declaration table's order, each value in its
+            /// call-site spelling (`kenosis_options::value::Value::write`) and `none` for an
+            /// optional value left unset, then `evaluation = host_kernels` or
+            /// `evaluation = qdq_reference`; every line ends in `\n`. `docs/design.md`
+            /// ("Cache key") specifies it.
+            pub fn canonical(&self) -> String {
+                use kenosis_options::value::Value;
+                let mut text = String::new();
+                $(
+                    let value: Option<$ty> = self.$name.clone().into();
+                    text.push_str(stringify!($name));
+                    text.push_str(" = ");
+                    text.push_str(&value.map_or_else(|| "none".to_owned(), |v| v.write()));
+                    text.push('\n');
+                )*
+                text.push_str("evaluation = ");
+                text.push_str(self.evaluation.canonical());
+                text.push('\n');
+                text
+            }
+        }
+    };
+}
+
+kenosis_options::options!(define_build_options);
+
+impl Default for QuantizeOptions {
+    /// The defaults for the machine this code runs on (as a build script: the host), with
+    /// the fidelity check on its own kernels.
+    fn default() -> Self {
+        let kernels = IntegerKernels::of_target("", "");
+        Self::resolve(
+            &Options::default(),
+            build_target(kernels),
+            Evaluation::for_kernels(kernels, IntegerKernels::of_host()),
+        )
+    }
+}
+
+/// What option defaults need to know of a target with `kernels`.
+pub(crate) fn build_target(kernels: IntegerKernels) -> BuildTarget {
+    BuildTarget {
+        saturating_kernels: kernels.wants_reduce_range(),
+    }
+}
+
+impl QuantizeOptions {
+    /// Checks the values no model could make sense of, with the bounds `include_quantized!`
+    /// enforces at its call sites (see `kenosis_options::check`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first bad option and its value.
+    pub fn check(&self) -> Result<()> {
+        self.to_options()
+            .check()
+            .map_err(|(key, m)| Error::Config(format!("option `{key}` {m}")))
+    }
+
+    /// The fidelity floor, when `min_cosine` or `min_top1_agreement` sets one.
+    pub fn fidelity_target(&self) -> Option<fidelity::Target> {
+        (self.min_cosine.is_some() || self.min_top1_agreement.is_some()).then_some(
+            fidelity::Target {
+                min_cosine: self.min_cosine,
+                min_top1_agreement: self.min_top1_agreement,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    const SATURATING: BuildTarget = BuildTarget {
+        saturating_kernels: true,
+    };
+
+    #[test]
+    fn the_cache_key_text_is_one_line_per_option_in_table_order() {
+        let o = QuantizeOptions::resolve(&Options::default(), SATURATING, Evaluation::HostKernels);
+        assert_eq!(
+            o.canonical(),
+            "method = \"mse\"\nper_channel = true\nreduce_range = true\nbias_correction = true\n\
+             gptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
+             synthetic_samples = 16\nsynthetic_image_range = none\nkeep_float = []\n\
+             evaluation = host_kernels\n"
+        );
+        let exact = BuildTarget {
+            saturating_kernels: false,
+        };
+        let o = QuantizeOptions::resolve(&Options::default(), exact, Evaluation::QdqReference);
+        assert!(o.canonical().contains("reduce_range = false\n"));
+        assert!(o.canonical().ends_with("evaluation = qdq_reference\n"));
+    }
+
+    #[test]
+    fn setters_and_a_call_site_layer_resolve_to_the_same_options() {
+        let config = Config::new()
+            .per_channel(false)
+            .calibration_method(crate::Method::Percentile(99.9))
+            .synthetic_image_range(0.0, 255.0)
+            .min_top1_agreement(0.9)
+            .keep_float("a")
+            .keep_float("b");
+        let from_config =
+            QuantizeOptions::resolve(&config.options, SATURATING, Evaluation::HostKernels);
+        let call = Options::parse_str(
+            r#"per_channel = false, method = "percentile(99.9)",
+               synthetic_image_range = "[0, 255]", min_top1_agreement = 0.9,
+               keep_float = ["a", "b"]"#,
+        )
+        .expect("valid options");
+        let from_call = QuantizeOptions::resolve(&call, SATURATING, Evaluation::HostKernels);
+        assert_eq!(from_config, from_call);
+        assert_eq!(from_config.canonical(), from_call.canonical());
+        assert_eq!(from_config.keep_float, ["a", "b"]);
+        assert_eq!(
+            from_config.fidelity_target(),
+            Some(fidelity::Target {
+                min_cosine: None,
+                min_top1_agreement: Some(0.9),
+            })
+        );
+
+        // A call site over the build script: its values win, its names add to the build's.
+        let mut layers = config.options.clone();
+        layers
+            .merge(&Options::parse_str(r#"per_channel = true, keep_float = "c""#).expect("valid"));
+        let merged = QuantizeOptions::resolve(&layers, SATURATING, Evaluation::HostKernels);
+        assert!(merged.per_channel);
+        assert_eq!(merged.keep_float, ["a", "b", "c"]);
+        assert_eq!(merged.method, crate::Method::Percentile(99.9));
+    }
+
+    #[test]
+    fn check_refuses_a_resolved_value_out_of_bounds() {
+        let o = QuantizeOptions {
+            synthetic_samples: 0,
+            ..QuantizeOptions::default()
+        };
+        let Err(Error::Config(message)) = o.check() else {
+            panic!("synthetic_samples = 0 must be refused");
+        };
+        assert_eq!(message, "option `synthetic_samples` must be at least 1");
+        assert!(QuantizeOptions::default().check().is_ok());
+    }
+}

@@ -1,0 +1,289 @@
+//! The declaration of every option: the one place an option is added, moved or changed.
+//!
+//! [`options!`](crate::options) hands the table below to a generator macro, in the way
+//! bindgen's `options!` declares each option once. Two generators read it:
+//!
+//! - this crate's (in `lib.rs`): the call-site [`Options`](crate::Options) struct (one
+//!   `Option` field per key, documented with the declaration's doc line), [`KEYS`](crate::KEYS),
+//!   the `key = value` grammar, the value check, the merge of one layer over another and the
+//!   canonical text [`Options::canonical`](crate::Options::canonical);
+//! - `kenosis-build`'s (in its `options` module): the `Config` setter, with the setter docs
+//!   written here, and the resolved `QuantizeOptions` field, its default, its check and its
+//!   line in the cache key.
+//!
+//! Each entry reads:
+//!
+//! ```text
+//! /// Doc line: the call-site syntax, what it means, the default.
+//! name: ValueType {
+//!     check: path::to::fn,           // fn(&ValueType) -> Result<(), String>
+//!     merge: replace | extend,       // what a later layer (call site over Config) does
+//!     resolved: Type = |t| default,  // the build's value (`t`: the build target)
+//!     setter: { /// docs
+//!               fn config_setter(args) = value_expression; },
+//! }
+//! ```
+//!
+//! Setter docs are expanded in `kenosis-build`, so their intra-doc links are written as
+//! `crate::` paths of that crate.
+//!
+//! `ValueType` implements [`Value`](crate::value::Value): its call-site syntax and canonical
+//! text. `resolved` converts from it with `Into` (`T` for an option with a default,
+//! `Option<T>` for one that is unset by default). Entries under `inputs` choose where the
+//! calibration data comes from, not how the model is quantized: they have no resolved value
+//! (the data's own bytes enter the cache key) and their `Config` setter is written by hand.
+
+/// Invokes `$callback! { inputs { ... } artifact { ... } }` with every option's declaration
+/// (see the [module docs](crate::table) for the entry syntax). Not a stable API: the table's
+/// shape changes with the generators that read it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! options {
+    ($callback:path) => {
+        $callback! {
+            inputs {
+                /// `calibration = "dir"`: folder of `.npy` calibration samples, relative to the
+                /// crate root; a leading `$OUT_DIR` is the build script's `OUT_DIR` (default:
+                /// synthetic inputs).
+                calibration: String {
+                    check: $crate::check::calibration_dir,
+                    merge: replace,
+                }
+            }
+            artifact {
+                /// `method = "minmax" | "percentile" | "percentile(P)" | "entropy" | "mse"`:
+                /// how activation ranges are chosen from calibration statistics;
+                /// `"percentile"` is `"percentile(99.99)"` (default `"mse"`).
+                method: $crate::Method {
+                    check: $crate::check::method,
+                    merge: replace,
+                    resolved: $crate::Method = |_| $crate::Method::Mse,
+                    setter: {
+                        /// How activation ranges are chosen from calibration statistics
+                        /// (default [`Method::Mse`](crate::Method::Mse); `docs/design.md`
+                        /// describes the methods).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .calibration_method(kenosis_build::Method::Percentile(99.99))
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn calibration_method(method: $crate::Method) = method;
+                    },
+                }
+                /// `per_channel = bool`: per-channel weight scales on the output-channel axis, or
+                /// one scale per weight tensor (default `true`).
+                per_channel: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |_| true,
+                    setter: {
+                        /// Per-channel weight scales on the output-channel axis (default `true`) or
+                        /// per tensor.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .per_channel(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn per_channel(enable: bool) = enable;
+                    },
+                }
+                /// `reduce_range = bool`: 7-bit weights where the integer kernel would saturate;
+                /// depthwise Convs, and Convs whose simulated saturation costs less than the
+                /// extra bit saves, keep 8 bits (default: on for x86 targets without VNNI).
+                reduce_range: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |target| target.saturating_kernels,
+                    setter: {
+                        /// 7-bit ("reduce-range") weights. Default: on for x86/x86-64 build
+                        /// targets, whose u8·s8 kernels without VNNI saturate on full-range
+                        /// weights, unless the target enables VNNI (`avxvnni` or `avx512vnni` in
+                        /// cargo's `CARGO_CFG_TARGET_FEATURE`, e.g. with `-C target-cpu=native`
+                        /// on such a CPU); off elsewhere. Depthwise Convs keep 8-bit weights either
+                        /// way (see `quantize::rewrite::runs_on_widening_kernel`), and so does
+                        /// each Conv
+                        /// whose simulated int16 pair saturation, on the calibration data, costs
+                        /// less than the extra bit saves (see `quantize::saturation`).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .reduce_range(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn reduce_range(enable: bool) = enable;
+                    },
+                }
+                /// `bias_correction = bool`: corrects each bias for the mean shift its weights'
+                /// quantization causes (default `true`).
+                bias_correction: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |_| true,
+                    setter: {
+                        /// Bias correction for weight quantization (default `true`; see
+                        /// `quantize::bias_correction`).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .bias_correction(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn bias_correction(enable: bool) = enable;
+                    },
+                }
+                /// `gptq_rounding = bool`: error-compensating (GPTQ) rounding of ungrouped 2-D
+                /// Conv weights; other weights use nearest rounding (default `true`).
+                gptq_rounding: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |_| true,
+                    setter: {
+                        /// Error-compensating (GPTQ) rounding of ungrouped 2-D Conv weights, from
+                        /// their input patches observed during calibration (default `true`; see
+                        /// `quantize::gptq`).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .gptq_rounding(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn gptq_rounding(enable: bool) = enable;
+                    },
+                }
+                /// `min_cosine = x`, `x` in `[-1, 1]`: fidelity floor, the mean cosine similarity
+                /// of the first output to FP32 on held-out samples (default: none).
+                min_cosine: f64 {
+                    check: $crate::check::min_cosine,
+                    merge: replace,
+                    resolved: Option<f64> = |_| None,
+                    setter: {
+                        /// Requires the INT8 model's first output to have a mean cosine similarity
+                        /// of at least `min` with FP32 on held-out calibration samples (a fifth of
+                        /// them), checked on the 95% lower confidence bound of that mean (see
+                        /// `fidelity`) so that it carries over to unseen inputs; the most
+                        /// sensitive ops and activations (measured, see `fidelity::meet_target`)
+                        /// are kept in FP32 until it holds, else the build fails with a report.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .calibration_npy_dir("calib/net")
+                        ///     .min_cosine(0.995)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn min_cosine(min: f64) = min;
+                    },
+                }
+                /// `min_top1_agreement = x`, `x` in `[0, 1]`: fidelity floor, the fraction of
+                /// held-out samples whose first output has FP32's argmax (default: none).
+                min_top1_agreement: f64 {
+                    check: $crate::check::min_top1_agreement,
+                    merge: replace,
+                    resolved: Option<f64> = |_| None,
+                    setter: {
+                        /// Like [`Config::min_cosine`](crate::Config::min_cosine) for the fraction
+                        /// of held-out samples whose first output has the same argmax (top-1
+                        /// class) as FP32, in `[0, 1]`.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .calibration_npy_dir("calib/net")
+                        ///     .min_top1_agreement(0.95)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn min_top1_agreement(min: f64) = min;
+                    },
+                }
+                /// `synthetic_samples = n`, `n` in `[1, 4096]`: synthetic calibration samples
+                /// when no calibration data is given (default 16).
+                synthetic_samples: usize {
+                    check: $crate::check::synthetic_samples,
+                    merge: replace,
+                    resolved: usize = |_| 16,
+                    setter: {
+                        /// Number of synthetic calibration samples when no data is given (default
+                        /// 16).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .synthetic_samples(64)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn synthetic_samples(count: usize) = count;
+                    },
+                }
+                /// `synthetic_image_range = "[low, high]"`: value range of synthetic image
+                /// inputs, finite with `low < high` (default: inferred from the stem Convs,
+                /// `[-2.118, 2.64]` or `[0, 255]`).
+                synthetic_image_range: [f32; 2] {
+                    check: $crate::check::image_range,
+                    merge: replace,
+                    resolved: Option<[f32; 2]> = |_| None,
+                    setter: {
+                        /// Value range `[low, high]` of synthetic image inputs (float
+                        /// `[N, 3, H, W]`), in the model's input units: e.g. `(0.0, 1.0)` for a
+                        /// model that reads pixels divided by 255, `(-123.0, 151.0)` for SqueezeNet
+                        /// 1.0's mean-subtracted pixels. Default: inferred from the stem Convs as
+                        /// normalized photographs (`[-2.118, 2.64]`, which contains `[-1, 1]`) or
+                        /// pixels (`[0, 255]`; see `calibrate::image_range`), which assumes a
+                        /// network trained with BatchNorm. Without a range that matches, synthetic
+                        /// calibration is useless (docs/benchmarks.md has SqueezeNet 1.0's case).
+                        /// [`Config::compile`](crate::Config::compile) fails with
+                        /// [`Error::Config`](crate::Error::Config) unless both bounds are
+                        /// finite and `low < high`.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/squeezenet1.0.onnx")
+                        ///     .synthetic_image_range(-123.0, 151.0)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn synthetic_image_range(low: f32, high: f32) = [low, high];
+                    },
+                }
+                /// `keep_float = ["node", ...]` (or one `"node"`): nodes kept in FP32, by their
+                /// name in the model file; added to the names the build script gives (default:
+                /// none).
+                keep_float: Vec<String> {
+                    check: $crate::check::node_names,
+                    merge: extend,
+                    resolved: Vec<String> = |_| Vec::new(),
+                    setter: {
+                        /// Keeps the node named `name` in FP32 (in every model; a call site's
+                        /// `keep_float = [...]` adds names for its model). Names are those of the
+                        /// model file's nodes; each report lists the names its model has no node
+                        /// for (`keep_float_unmatched`), and a name no model has gets a
+                        /// `cargo:warning`.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .keep_float("head/Conv")
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn keep_float(name: impl Into<String>) = vec![name.into()];
+                    },
+                }
+            }
+        }
+    };
+}
