@@ -36,7 +36,8 @@ fn main() {
 /// `calib/attention_mask/NNN.npy`, written only when their bytes change.
 fn write_calibration(calib: &Path) -> Result<()> {
     println!("cargo:rerun-if-changed={SENTENCES}");
-    let text = std::fs::read_to_string(SENTENCES).with_context(|| format!("reading {SENTENCES}"))?;
+    let text =
+        std::fs::read_to_string(SENTENCES).with_context(|| format!("reading {SENTENCES}"))?;
     let tokenizer = tokenize::tokenizer().map_err(anyhow::Error::msg)?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     ensure!(!lines.is_empty(), "{SENTENCES} has no sentences");
@@ -49,18 +50,24 @@ fn write_calibration(calib: &Path) -> Result<()> {
             tensor.write_npy(&mut npy)?;
             let path = dir.join(format!("{n:03}.npy"));
             if std::fs::read(&path).ok().as_deref() != Some(npy.as_slice()) {
-                std::fs::write(&path, &npy).with_context(|| format!("writing {}", path.display()))?;
+                std::fs::write(&path, &npy)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
         }
     }
     // Samples of lines since removed must not linger in the calibration set.
     for input in ["input_ids", "attention_mask"] {
         let dir = calib.join(input);
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
             let path = entry?.path();
-            let index = path.file_stem().and_then(|s| s.to_str()?.parse::<usize>().ok());
+            let index = path
+                .file_stem()
+                .and_then(|s| s.to_str()?.parse::<usize>().ok());
             if index.is_none_or(|i| i >= lines.len()) {
-                std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
             }
         }
     }

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 
 /// File extensions (compared case-insensitively) that [`calibration_images`] reads as images.
 pub const IMAGE_EXTENSIONS: &[&str] = &[
-    "jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "pnm", "ppm", "pgm", "qoi",
-    "avif", "tga",
+    "jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "pnm", "ppm", "pgm", "qoi", "avif",
+    "tga",
 ];
 
 /// Writes one calibration sample per image of `images` into `out`, as
@@ -164,9 +164,9 @@ mod tests {
         if bytes == b"bad" {
             return Err("not an image".into());
         }
-        Ok(Array1::from_iter(bytes.iter().map(|&b| f32::from(b)))
+        Array1::from_iter(bytes.iter().map(|&b| f32::from(b)))
             .into_shape_with_order((1, 1, bytes.len()))
-            .map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())
     }
 
     fn npy_names(dir: &Path) -> Vec<String> {

@@ -110,7 +110,11 @@ fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
 #[test]
 fn detect_example_finds_the_rider_and_the_horse() {
     let cache = tempfile::tempdir().expect("tempdir");
-    let build = text(&cargo(&["build", "-p", "detect"], &e2e_target(), cache.path()));
+    let build = text(&cargo(
+        &["build", "-p", "detect"],
+        &e2e_target(),
+        cache.path(),
+    ));
     assert!(
         build.contains("kenosis: quantized models/yolox_nano.onnx to INT8"),
         "the build script should quantize:\n{build}"
@@ -186,7 +190,10 @@ fn embed_example_scores_paraphrases_above_unrelated_sentences() {
         .collect();
     assert_eq!(scores.len(), 6, "{stdout}");
     let weakest_paraphrase = scores[..3].iter().copied().fold(f32::INFINITY, f32::min);
-    let strongest_unrelated = scores[3..].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let strongest_unrelated = scores[3..]
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     assert!(
         weakest_paraphrase > strongest_unrelated + 0.2,
         "paraphrases should score clearly higher:\n{stdout}"

@@ -72,7 +72,12 @@ fn run() -> Result<()> {
         (Some(_), Some(_)) => bail!("expected at most one image path\n\n{USAGE}"),
     };
     let labels = labels()?;
-    let probs = softmax(logits(&jpeg).with_context(|| image_name.clone())?.iter().copied());
+    let probs = softmax(
+        logits(&jpeg)
+            .with_context(|| image_name.clone())?
+            .iter()
+            .copied(),
+    );
     println!("{image_name}");
     for (rank, (class, p)) in top_k(&probs, TOP_K).into_iter().enumerate() {
         println!("{:>2}. {:>6.2}%  {}", rank + 1, 100.0 * p, labels[class]);

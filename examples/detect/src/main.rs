@@ -34,6 +34,7 @@ const NMS_IOU: f32 = 0.45;
 const STRIDES: [usize; 3] = [8, 16, 32];
 
 /// The 80 COCO classes in YOLOX's output order.
+#[rustfmt::skip]
 const COCO_CLASSES: [&str; 80] = [
     "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
     "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
@@ -124,11 +125,14 @@ fn decode(rows: ArrayView2<f32>, scale: f32) -> Result<Vec<Detection>> {
     }
     let mut found = Vec::new();
     for (row, &(gx, gy, stride)) in rows.outer_iter().zip(&cells) {
-        let (class, class_score) = row
-            .iter()
-            .skip(5)
-            .enumerate()
-            .fold((0, f32::MIN), |best, (i, &p)| if p > best.1 { (i, p) } else { best });
+        let (class, class_score) =
+            row.iter()
+                .skip(5)
+                .enumerate()
+                .fold(
+                    (0, f32::MIN),
+                    |best, (i, &p)| if p > best.1 { (i, p) } else { best },
+                );
         let score = row[4] * class_score;
         if score < SCORE_THRESHOLD {
             continue;
@@ -161,7 +165,12 @@ fn non_max_suppression(mut found: Vec<Detection>, max_iou: f32) -> Vec<Detection
 /// Intersection over union of two `[x0, y0, x1, y1]` boxes.
 fn iou(a: &[f32; 4], b: &[f32; 4]) -> f32 {
     let area = |r: &[f32; 4]| (r[2] - r[0]).max(0.0) * (r[3] - r[1]).max(0.0);
-    let inter = area(&[a[0].max(b[0]), a[1].max(b[1]), a[2].min(b[2]), a[3].min(b[3])]);
+    let inter = area(&[
+        a[0].max(b[0]),
+        a[1].max(b[1]),
+        a[2].min(b[2]),
+        a[3].min(b[3]),
+    ]);
     let union = area(a) + area(b) - inter;
     if union > 0.0 {
         inter / union

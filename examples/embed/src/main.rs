@@ -126,7 +126,12 @@ mod tests {
         let tokenizer = tokenize::tokenizer().unwrap();
         let scores: Vec<f32> = PAIRS
             .iter()
-            .map(|(a, b)| cosine(&embed(&tokenizer, a).unwrap(), &embed(&tokenizer, b).unwrap()))
+            .map(|(a, b)| {
+                cosine(
+                    &embed(&tokenizer, a).unwrap(),
+                    &embed(&tokenizer, b).unwrap(),
+                )
+            })
             .collect();
         let (paraphrases, unrelated) = scores.split_at(3);
         let weakest = paraphrases.iter().copied().fold(f32::INFINITY, f32::min);
@@ -137,18 +142,26 @@ mod tests {
     /// The INT8 embeddings against the FP32 model's (read from `models/` at test time).
     #[test]
     fn int8_embeddings_stay_close_to_fp32() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/models/paraphrase-MiniLM-L3-v2.onnx");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/models/paraphrase-MiniLM-L3-v2.onnx"
+        );
         let bytes: &'static [u8] = std::fs::read(path).unwrap().leak();
         let fp32 = EmbeddedModel::from_static_bytes("paraphrase-MiniLM-L3-v2 (FP32)", bytes);
         let tokenizer = tokenize::tokenizer().unwrap();
         for text in PAIRS.iter().flat_map(|(a, b)| [*a, *b]) {
             let (ids, mask) = tokenize::encode(&tokenizer, text).unwrap();
-            let outputs = fp32.run([ids.view().into_dyn(), mask.view().into_dyn()]).unwrap();
+            let outputs = fp32
+                .run([ids.view().into_dyn(), mask.view().into_dyn()])
+                .unwrap();
             let tokens = outputs[2].as_f32().unwrap().into_dimensionality().unwrap();
             let reference = mean_pool(tokens, mask.view()).index_axis_move(Axis(0), 0);
             // The model's own pooled output (`461`) is the same mean.
             let model_pooled = outputs[3].as_f32().unwrap();
-            assert!(reference.iter().zip(model_pooled).all(|(a, b)| (a - b).abs() < 1e-4));
+            assert!(reference
+                .iter()
+                .zip(model_pooled)
+                .all(|(a, b)| (a - b).abs() < 1e-4));
             let similarity = cosine(&embed(&tokenizer, text).unwrap(), &reference);
             eprintln!("INT8 vs FP32 cosine {similarity:.4}  {text:?}");
             assert!(similarity > 0.98, "{similarity} for {text:?}");
@@ -170,6 +183,9 @@ mod tests {
         assert_eq!((ids[[0, 0]], ids[[0, ids.len() - 1]]), (101, 102));
         assert!(mask.iter().all(|&m| m == 1));
         let long = "word ".repeat(500);
-        assert_eq!(tokenize::encode(&tokenizer, &long).unwrap().0.len(), tokenize::MAX_TOKENS);
+        assert_eq!(
+            tokenize::encode(&tokenizer, &long).unwrap().0.len(),
+            tokenize::MAX_TOKENS
+        );
     }
 }

@@ -14,21 +14,19 @@ pub const MAX_TOKENS: usize = 128;
 /// input to 128 tokens; one sentence at a time needs no padding).
 pub fn tokenizer() -> tokenizers::Result<Tokenizer> {
     let mut tokenizer = Tokenizer::from_bytes(TOKENIZER_JSON)?;
-    tokenizer.with_padding(None).with_truncation(Some(TruncationParams {
-        max_length: MAX_TOKENS,
-        ..Default::default()
-    }))?;
+    tokenizer
+        .with_padding(None)
+        .with_truncation(Some(TruncationParams {
+            max_length: MAX_TOKENS,
+            ..Default::default()
+        }))?;
     Ok(tokenizer)
 }
 
 /// The model inputs for one sentence: token ids and attention mask, both i64 `[1, tokens]`.
-pub fn encode(
-    tokenizer: &Tokenizer,
-    text: &str,
-) -> tokenizers::Result<(Array2<i64>, Array2<i64>)> {
+pub fn encode(tokenizer: &Tokenizer, text: &str) -> tokenizers::Result<(Array2<i64>, Array2<i64>)> {
     let encoding = tokenizer.encode(text, true)?;
-    let row = |values: &[u32]| {
-        Array2::from_shape_fn((1, values.len()), |(_, i)| i64::from(values[i]))
-    };
+    let row =
+        |values: &[u32]| Array2::from_shape_fn((1, values.len()), |(_, i)| i64::from(values[i]));
     Ok((row(encoding.get_ids()), row(encoding.get_attention_mask())))
 }
