@@ -34,7 +34,8 @@ pub enum Error {
         /// What is unsupported and, where possible, what to do about it.
         reason: String,
     },
-    /// Calibration data does not fit the model's inputs.
+    /// Calibration data does not fit the model's inputs, or could not be made from an image
+    /// (see [`calibration_images`](crate::calibration_images)).
     #[error("{path}: bad calibration data: {reason}")]
     Calibration {
         /// The calibration file or folder.

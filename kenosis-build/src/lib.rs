@@ -57,6 +57,7 @@ internal_modules!(
     quantize, report, types,
 );
 mod error;
+mod images;
 mod options;
 mod parallel;
 #[cfg(test)]
@@ -71,6 +72,7 @@ use pipeline::{Calibration, QuantizeOptions};
 pub use calibrate::Method;
 pub use error::{Error, Result};
 pub use fidelity::{FidelityReport, Measured, SampleSource};
+pub use images::{calibration_images, IMAGE_EXTENSIONS};
 pub use kenosis_manifest::TensorInfo;
 pub use kernels::Evaluation;
 pub use normalize::NormalizeSummary;

@@ -39,7 +39,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let text = format!(
         "## Deployment: one file (`bundled-ort`) against a linked ONNX Runtime\n\n\
-         `examples/classify` (EfficientNet-Lite0 INT8 and FP32 embedded) built for this \
+         `examples/classify` (EfficientNet-Lite0 INT8 embedded) built for this \
          machine in release; `classify --logits IMAGE` started {STARTS} times, medians. Time \
          to the first inference runs from process start to the printed logits: loading ONNX \
          Runtime, creating the session and one inference.\n\n\

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use crate::{cargo, ort};
 
-/// Run the `classify` example (EfficientNet-Lite0, INT8 vs FP32) in release mode
+/// Run the `classify` example (EfficientNet-Lite0 in INT8) in release mode
 #[derive(clap::Args)]
 pub struct Args {
     /// Arguments for `classify`, e.g. an image path

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("pipeline", Layer::Stage),
     ("cache", Layer::Stage),
     ("cargo", Layer::Stage),
+    ("images", Layer::Stage),
     ("discover", Layer::Stage),
 ];
 

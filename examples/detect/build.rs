@@ -1,0 +1,18 @@
+//! Quantizes YOLOX-Nano to INT8 at build time.
+//!
+//! 1. `kenosis_build::calibration_images` runs every image of `calib-images/` through
+//!    `src/preprocess.rs` (the code `main.rs` runs at inference) and writes the f32
+//!    `[3, 416, 416]` tensors to `$OUT_DIR/calib`.
+//! 2. `kenosis_build::discover()` finds the `include_quantized!` call in `src/main.rs`, whose
+//!    `calibration = "$OUT_DIR/calib"` names that folder, and quantizes the model.
+
+#[path = "src/preprocess.rs"]
+mod preprocess;
+
+fn main() {
+    let out_dir = std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");
+    let calib = std::path::Path::new(&out_dir).join("calib");
+    kenosis_build::calibration_images("calib-images", &calib, preprocess::preprocess)
+        .expect("detect: preparing calibration data failed");
+    kenosis_build::discover().expect("kenosis: quantization failed");
+}
