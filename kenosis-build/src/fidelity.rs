@@ -12,8 +12,8 @@
 //!
 //! A cosine target holds when the one-sided 95% lower confidence bound of the mean cosine
 //! (mean − 1.645·s/√n, normal approximation over the n held-out samples) reaches it, not
-//! the sample mean alone: measured on EfficientNet-Lite0, a build whose 20 held-out samples
-//! averaged 0.9954 gave 0.9935 on 900 other images, short of a 0.995 target.
+//! the sample mean alone: a mean over a few held-out samples overstates, about as often as
+//! not, what the artifact reaches on other inputs.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -342,9 +342,9 @@ pub enum Candidate {
     /// One quantized activation tensor, by name: its writer and every reader stay FP32, so
     /// its QuantizeLinear goes. Returning ops one at a time never removes the quantizer
     /// between two weighted ops (the writer still writes uint8 for the other readers, or for
-    /// the FP32 reader's DequantizeLinear), yet that rounding can cost more than any op:
-    /// leaving SqueezeNet 1.0's first squeeze output (16 channels, maxima 474-1727)
-    /// unquantized alone raises its output cosine on 900 images from 0.9974 to 0.9982.
+    /// the FP32 reader's DequantizeLinear), yet that rounding can cost more than any op (an
+    /// activation with a few channels of very different range, such as SqueezeNet 1.0's
+    /// first squeeze output).
     Tensor(String),
 }
 
@@ -395,11 +395,8 @@ pub const RANKING_SAMPLES: usize = 100;
 ///
 /// The ranking compares on the evaluator `ranking` builds, meant for the calibration samples
 /// (up to [`RANKING_SAMPLES`]), never the held-out ones: samples that choose what is kept
-/// and then check the target overstate what carries over. SqueezeNet 1.0, 100 calibration
-/// images, `min_cosine(0.998)`, measured on 900 other images: ranked on its 20 held-out
-/// samples, the search kept 8 ops FP32 for 0.9973 (the default build: 0.9974); ranked on
-/// all 100, 4 nodes for 0.9979, short of the target; ranked on the 80 calibration samples
-/// only, 15 nodes for 0.9985.
+/// and then check the target overstate what carries over (a selection bias: the check
+/// must be independent of the choice it checks).
 ///
 /// # Errors
 /// [`Error::FidelityTarget`] with the measured numbers when even keeping every candidate

@@ -587,8 +587,7 @@ fn observation_requests(
 
 /// Activation tensors calibration found unfit for uint8, with the reason for the report:
 /// those whose calibrated range is set by rare outliers (see
-/// [`calibrate::range::bulk_steps`]; measured: 3.0 steps for MiniLM's layer-0 FFN output,
-/// against 22 or more for every other tensor of the shared and fetched models), and
+/// [`calibrate::range::bulk_steps`] and [`MIN_BULK_STEPS`]), and
 /// depthwise inputs with unresolved channels (see
 /// [`crate::quantize::channel_spread::unresolved_depthwise_inputs`]).
 fn unfit_tensors(

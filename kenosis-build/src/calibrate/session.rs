@@ -43,8 +43,8 @@ pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment
 ///
 /// The bytes go to a temporary file and are dropped before ONNX Runtime parses that file:
 /// ORT then streams the protobuf instead of holding a second copy of the model while it
-/// builds its own (measured on the 69 MB MiniLM: one model size less peak memory per
-/// session). Where no temporary file can be written, the bytes are passed in memory.
+/// builds its own (one model size less peak memory per session). Where no temporary file
+/// can be written, the bytes are passed in memory.
 pub fn session(
     path: &Path,
     model_bytes: Vec<u8>,

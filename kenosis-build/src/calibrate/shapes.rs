@@ -33,10 +33,9 @@ const SPATIAL: [(usize, usize); 8] = [
 ];
 
 /// The same sizes for a dense-prediction model (see [`predicts_densely`]), detector sizes
-/// first. Activation ranges depend on the size: the feature pyramid of PP-OCRv4 det reaches
-/// 10x larger values at 640x640 than at 224x224, and synthetic calibration at 224x224 gives
-/// sigmoid-map cosine 0.54 on 640x640 photographs, at 640x640 0.71 (real photographs as
-/// calibration: 0.71).
+/// first. Activation ranges depend on the size: a feature pyramid reaches larger values on
+/// larger inputs (PP-OCRv4 det's at 640x640 far beyond those at 224x224), so calibrating a
+/// detector at a classifier's size clips what it sees at the size it is used at.
 const DENSE_SPATIAL: [(usize, usize); 8] = [
     (640, 640),
     (416, 416),

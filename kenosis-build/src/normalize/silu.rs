@@ -4,11 +4,10 @@
 //! ORT fuses this pattern itself in FP32 (`QuickGeluFusion`), but not in a QDQ model: its
 //! `EnsureUniqueDQForNodeUnit` gives the Sigmoid and the Mul separate DequantizeLinear
 //! nodes, so the shared input the fusion needs is gone. Quantized as two ops, each SiLU runs
-//! as QLinearSigmoid + QLinearMul, which ORT profiles at 4.7 ms for YOLOX-Nano's 104 SiLUs
-//! against 1.4 ms for FP32's QuickGelu, enough to make the INT8 model slower than FP32.
-//! Written as one `QuickGelu` before quantization, a SiLU runs in float between one
-//! DequantizeLinear and one QuantizeLinear: YOLOX-Nano's INT8 latency goes from 8.39 ms to
-//! 7.09 ms (FP32: 7.68 ms, one thread), with one rounding fewer per SiLU.
+//! as QLinearSigmoid + QLinearMul, slower than FP32's single QuickGelu, enough to make a
+//! SiLU network (YOLOX) slower in INT8 than in FP32. Written as one `QuickGelu` before
+//! quantization, a SiLU runs in float between one DequantizeLinear and one QuantizeLinear,
+//! with one rounding fewer.
 //!
 //! The artifact then needs ORT's contrib ops (present in every standard ORT build, which is
 //! what `kenosis-runtime` loads it with).

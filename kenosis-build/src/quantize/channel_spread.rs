@@ -8,15 +8,9 @@
 //! input channel. When many of those vary by less than one step (standard deviation), their
 //! information is gone, and no later layer can recover it.
 //!
-//! Measured on YOLOX-Nano (calibration on 100 COCO photographs): its stem Conv writes 16
-//! channels whose standard deviations run from 0.1 to 6.1 (pre-SiLU range [-81, 89]), and 5
-//! of them vary by less than the 0.35 step of the SiLU output the depthwise Conv reads
-//! (0.12-0.50 steps; the next is at 1.2). Output cosine with FP32 on 20 other photographs:
-//! 0.922 with both Convs quantized, 0.980 with both in FP32 (0.923 and 0.984 with synthetic
-//! calibration data in [0, 255], see [`crate::calibrate::image_range`]), for 1-2% more
-//! latency (7.32-7.41 ms against 7.22-7.27 ms; FP32 7.75 ms). With real calibration data,
-//! every other depthwise input of the shared and fetched models has at most 12% such
-//! channels.
+//! This happens at image stems, where a Conv on raw pixels writes channels of very different
+//! spread (YOLOX-Nano's stem feeding its first depthwise Conv); deeper layers, normalized
+//! by training, rarely have such channels.
 
 use std::collections::{HashMap, HashSet};
 
@@ -38,10 +32,9 @@ pub const MAX_UNRESOLVED_FRACTION: f64 = 0.2;
 /// the next.
 ///
 /// Only the stem qualifies: no weighted op may run before that chain. There the FP32 ops
-/// read the float model input, so they need no extra DequantizeLinear, and measured on
-/// YOLOX-Nano they cost 1-2% of its latency. Deeper in a network an FP32 island costs Q/DQ
-/// and layout changes (4.6% of EfficientNet-Lite0's latency for its last block, which
-/// synthetic calibration data would have flagged) for no measured gain.
+/// read the float model input, so they need no extra DequantizeLinear. Deeper in a network
+/// an FP32 island costs Q/DQ and layout changes between ONNX Runtime's integer (NHWC) and
+/// float (NCHWc) kernels, which synthetic calibration data would trigger for no gain.
 #[allow(
     clippy::expect_used,
     reason = "the chain starts with one tensor and only grows"

@@ -8,9 +8,6 @@
 //! `H = Σ x·xᵀ`, so that the layer's *output* error `‖(W − Ŵ)·x‖²` shrinks rather than the
 //! weight error. The scales stay those of nearest rounding (per channel or per tensor);
 //! only the codes change.
-//!
-//! Measured on SqueezeNet 1.0 (7-bit per-channel weights, `H` from 32 calibration images):
-//! the output error of every Conv falls to 0.09-0.53x that of nearest rounding.
 
 use super::params;
 

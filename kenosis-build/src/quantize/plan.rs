@@ -283,11 +283,10 @@ impl Planner<'_> {
     /// (a text detector's `ConvTranspose → Sigmoid` map), stays FP32. QLinearConv needs a
     /// quantized output and graph outputs stay float, so its DequantizeLinear inputs would
     /// not fuse; and its output range is the prediction itself, whose rare decisive tail
-    /// (text pixels) a calibrated range clips: PP-OCRv4 det's map was capped at
-    /// sigmoid(0) = 0.5. Convs that only *lead* to outputs through a mixing op (YOLOX's
-    /// heads before Concat) are quantized: their readers dequantize, and measured on
-    /// YOLOX-Nano that costs no fidelity (cosine 0.9188 vs 0.9186 with the heads in FP32)
-    /// while every Conv fuses.
+    /// (text pixels) a calibrated range clips (a text detector's probability map capped at
+    /// sigmoid(0) = 0.5). Convs that only *lead* to outputs through a mixing op (YOLOX's
+    /// heads before Concat) are quantized: their readers dequantize, so every Conv fuses,
+    /// and the mixing op's range is the one calibrated.
     fn drop_output_convs(&mut self) {
         let graph = self.graph;
         let mut writers: Vec<usize> = self
@@ -360,12 +359,11 @@ impl Planner<'_> {
 
     /// Step 4: drops non-weighted candidates whose output no kept candidate reads, to a
     /// fixpoint: quantizing them costs accuracy and buys no integer kernel. This includes a
-    /// classifier's final GlobalAveragePool: measured on SqueezeNet 1.0 (900 held-out
-    /// images), a float pooling of the dequantized 1000x13x13 map instead of
-    /// QLinearGlobalAveragePool raises top-1 agreement from 95.3% to 95.8% (the uint8
-    /// logits' step of 0.26 merges close classes) at a latency cost within noise (1.70 vs
-    /// 1.68 ms). Likewise a weighted op whose integer kernel gains less than the Q/DQ it
-    /// needs when nothing around it is quantized (see [`cheap_alone`]).
+    /// classifier's final GlobalAveragePool: pooled in float, the logits keep their
+    /// precision (one uint8 step of the logits can merge close classes), and pooling is
+    /// cheap next to the Convs before it. Likewise a weighted op whose integer kernel gains
+    /// less than the Q/DQ it needs when nothing around it is quantized (see
+    /// [`cheap_alone`]).
     fn drop_unread(&mut self) {
         let graph = self.graph;
         loop {
@@ -484,17 +482,13 @@ impl Planner<'_> {
 /// Why a weighted op whose integer kernel would gain nothing on its own stays FP32, if it
 /// is such an op: quantized with neither a quantized producer nor a quantized reader, it pays
 /// a QuantizeLinear on its input and a DequantizeLinear on its output (plus uint8 copies of
-/// any pooling in between) for its kernel alone. Measured with ONNX Runtime 1.31, 1 thread:
+/// any pooling in between) for its kernel alone. Two kinds, from ONNX Runtime's CPU kernels:
 /// - Depthwise convolutions with kernels larger than 3x3: ORT's int8 depthwise kernel is
-///   slower than its FP32 NCHWc one. On PP-OCR cls (5x5 between HardSwishes), 0.06 ms int8
-///   vs 0.014 ms FP32 for one 200-channel layer. 3x3 ones keep fusing: on YOLOX-Nano
-///   (3x3 between SiLUs) FP32 ones left the latency unchanged.
+///   slower than its FP32 NCHWc one (PP-OCR cls's 5x5 layers between HardSwishes). 3x3 ones
+///   keep fusing.
 /// - MatMul/Gemm with fewer than [`TINY_WEIGHTS`] weights (a classifier's last layer), so
-///   as few multiply-adds per row: they cannot repay the uint8 pooling chain they pull in.
-///   PP-OCR cls's 200x2 head read a uint8 MaxPool that ORT runs in NCHW: 0.10 ms, against
-///   0.013 ms in FP32.
-///
-/// Together these took PP-OCR cls at 48x192 from 0.85 ms to 0.53-0.57 ms, level with FP32.
+///   as few multiply-adds per row: they cannot repay the uint8 pooling chain they pull in
+///   (ORT runs a uint8 MaxPool in NCHW, with layout changes around it).
 fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'static str> {
     let node = &graph.node[i];
     let weight = index
@@ -540,14 +534,12 @@ const SE_MAX_NODES: usize = 16;
 /// `x * HardSigmoid(Conv(Relu(Conv(pool(x)))))`), and with at least one weighted op.
 /// Returns the branch's node indices and the gating Mul's.
 ///
-/// Why the branch stays FP32, measured on PP-OCR cls (MobileNetV3-small, 9 branches) with
-/// synthetic calibration, 20 photographs: quantized, its pooled vectors and excitation
-/// outputs were calibrated on 16 x C values whose ranges missed the photographs' by up to
-/// 3x, and output cosine was 0.946; with the branches FP32 and the pooling quantized with its
-/// input's scale, 0.993 (the model-coverage test). Latency at 48x192 went down (0.553 →
-/// 0.537 ms): the branch's 1x1 Convs are too small to repay their Q/DQ.
-/// The pooling stays QLinearGlobalAveragePool because a float one would need the whole
-/// uint8 map dequantized (and ORT transposed back from NHWC), measured 5% slower.
+/// Why the branch stays FP32: its pooled vectors and excitation outputs are calibrated on
+/// only N x C values per tensor (one per sample and channel), whose ranges miss those of
+/// other inputs, and its 1x1 Convs are too small to repay their Q/DQ (the model-coverage
+/// test checks PP-OCR cls, a MobileNetV3, on real images). The pooling stays
+/// QLinearGlobalAveragePool: a float one would need the whole uint8 map dequantized (and
+/// ORT's NHWC layout transposed back).
 fn se_branch(graph: &GraphProto, index: &GraphIndex, pool: usize) -> Option<(Vec<usize>, usize)> {
     let x = graph.node[pool].input.first()?;
     let mut branch: Vec<usize> = Vec::new();

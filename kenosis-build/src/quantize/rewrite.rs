@@ -97,10 +97,7 @@ pub fn activation_params(
 /// is a quantized activation (not a constant or a graph output) whose only reader is a
 /// quantized Concat. ORT's QLinearConcat copies an input whose scale and zero point equal the
 /// output's and requantizes the others through a lookup table; sharing also rounds the
-/// producer's output once instead of twice. Measured on SqueezeNet 1.0's eight fire-module
-/// Concats (ORT profiler, 1 thread): 0.30 ms with their own parameters, 0.05 ms shared; mean
-/// cosine on 900 ImageNet images 0.9937 before, 0.9936 after (top-1 agreement moved by
-/// 1 point either way depending on the resize filter: noise).
+/// producer's output once instead of twice, and the copy is far cheaper than the lookup.
 fn concat_inputs(plan: &Plan, graph: &GraphProto, index: &GraphIndex) -> HashMap<String, String> {
     let mut shared = HashMap::new();
     for &i in &plan.quantized_nodes {
@@ -200,10 +197,6 @@ fn keeps_clip(p: &ActivationParams, source: &RangeSource) -> bool {
 /// (`MlasConvDepthwise`, chosen in `QLinearConv` when each group has one input and one output
 /// channel), which widens u8 and s8 to 16 bits before multiplying. It has no `VPMADDUBSW`
 /// pair to saturate, so reduce-range gains nothing there and its weights keep 8 bits.
-///
-/// Measured under QEMU as an AVX2 CPU without VNNI (`-cpu EPYC-Rome`), EfficientNet-Lite0 on
-/// 8 photographs, fused against literal QDQ: 0.9995 with every weight 7-bit, 0.9995 with the
-/// 16 depthwise Convs 8-bit, 0.95 with the 32 dense Convs after the stem 8-bit.
 pub fn runs_on_widening_kernel(node: &NodeProto, weight_dims: &[i64]) -> bool {
     crate::ops::is_depthwise(node, weight_dims)
         && weight_dims.first() == Some(&attr::int(node, "group", 1))
@@ -212,9 +205,8 @@ pub fn runs_on_widening_kernel(node: &NodeProto, weight_dims: &[i64]) -> bool {
 /// Weighted ops' codes kept from one rewrite of a model to the next, for rewrites that
 /// differ only in which nodes stay FP32 (the fidelity target's trial builds). An op's codes
 /// depend on nothing else that varies between them than the parameters of its data input,
-/// so the key is the node's index and those parameters. Measured on SqueezeNet 1.0 (100
-/// calibration samples): a trial build took 650 ms, most of it GPTQ rounding and the
-/// saturation check repeated for every unchanged Conv.
+/// so the key is the node's index and those parameters. Without it, most of a trial build's
+/// time would go to GPTQ rounding and the saturation check of unchanged Convs.
 #[derive(Default)]
 pub struct WeightCache(Mutex<HashMap<(usize, u32, u8), WeightedOp>>);
 
@@ -272,8 +264,8 @@ pub fn rewrite(
     // Weights and biases: codes computed first, then written in plan order. GPTQ rounding
     // and the saturation check, where a Conv's input patches were observed, dominate, so
     // those ops are spread over the cores; the rest stay on this thread, which keeps large
-    // transformer weights out of per-thread allocator arenas (measured on MiniLM: 8-10 MB
-    // more peak memory when every op was spread).
+    // transformer weights out of per-thread allocator arenas (each thread's arena would
+    // keep a weight-sized peak of its own).
     let graph_read: &GraphProto = graph;
     let quantize_one = |wp: &WeightPlan| {
         let node = &graph_read.node[wp.node];

@@ -12,11 +12,9 @@
 //!
 //! The rule: keep 8 bits where, on the patches kept during calibration
 //! ([`crate::calibrate::gram::PatchGram::kept_patches`]), the output error energy of 8-bit
-//! rounding plus the simulated clipping is below that of 7-bit rounding. Measured with the
-//! same rule in a Python prototype, fused against literal QDQ under QEMU as an AVX2 CPU
-//! without VNNI (`qemu-x86_64 -cpu EPYC-Rome`): EfficientNet-Lite0 0.9995 and SqueezeNet 1.0
-//! 0.9999 (both as with all-7-bit weights; all-8-bit gives 0.89 and 0.79). Image stems,
-//! whose input codes span the whole u8 range, and EfficientNet-Lite0's expand Convs stay 7-bit.
+//! rounding plus the simulated clipping is below that of 7-bit rounding. Image stems, whose
+//! input codes span the whole u8 range, typically stay 7-bit; so do Convs whose inputs are
+//! dense in large codes.
 
 use ndarray::{Array2, ArrayView2};
 
