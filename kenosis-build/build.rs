@@ -40,4 +40,12 @@ fn main() {
         "cargo:rustc-env=KENOSIS_BUILD_OPT_LEVEL={}",
         std::env::var("OPT_LEVEL").unwrap_or_default()
     );
+    // docs.rs builds without ONNX Runtime, and `ort-sys` links none there: the build scripts
+    // that use this crate must then link without any ONNX Runtime symbol, so the code that
+    // quantizes is left out of the build (see `Config::compile`).
+    println!("cargo:rustc-check-cfg=cfg(kenosis_docs_rs)");
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    if std::env::var_os("DOCS_RS").is_some() {
+        println!("cargo:rustc-cfg=kenosis_docs_rs");
+    }
 }

@@ -27,6 +27,26 @@ fn main() {
     println!("cargo::rerun-if-env-changed=DEP_ONNXRUNTIME_DYLIB");
     let target = env::var("TARGET").unwrap_or_default();
     let bundled = env::var_os("CARGO_FEATURE_BUNDLED_ORT").is_some();
+    println!("cargo::rerun-if-env-changed=DOCS_RS");
+    if env::var_os("DOCS_RS").is_some() {
+        // docs.rs builds documentation without ONNX Runtime (`ort-sys` skips linking too):
+        // nothing to check, and an empty stand-in for the library `bundled-ort` embeds.
+        if bundled {
+            let out = env::var_os("OUT_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_default();
+            let stand_in = out.join("libonnxruntime-docs-only.so");
+            if let Err(e) = std::fs::write(&stand_in, []) {
+                eprintln!("kenosis-runtime: writing {}: {e}", stand_in.display());
+                std::process::exit(1);
+            }
+            println!(
+                "cargo::rustc-env=KENOSIS_BUNDLED_ORT={}",
+                stand_in.display()
+            );
+        }
+        return;
+    }
     match library(&target, bundled) {
         Ok(Some(path)) if bundled => {
             println!("cargo::rerun-if-changed={}", path.display());

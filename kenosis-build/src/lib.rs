@@ -459,67 +459,138 @@ impl Config {
             None => Calibration::Synthetic,
         };
         let key = key.finish();
-
-        // Concurrent builds of one key quantize once: the others wait here, then find the
-        // entry. Held until this model's artifact is in the cache.
-        let (hit, lock) = match cache.get(&key) {
-            Some(hit) => (Some(hit), None),
-            None => {
-                let lock = cache.lock(&key)?;
-                (cache.get(&key), Some(lock))
-            }
-        };
-        let (artifact, report) = match hit {
-            // Byte-identical models share cache entries; the report names this one.
-            Some((bytes, report)) => (
-                bytes,
-                Report {
-                    source: model.path.display().to_string(),
-                    ..report
-                },
-            ),
-            None => {
-                warn_if_unoptimized();
-                let mut q =
-                    pipeline::quantize_decoded(&path, decoded, size_fp32, &calibration, options)?;
-                q.report.source = model.path.display().to_string();
-                q.report.key = key.clone();
-                cache.put(&key, &q.bytes, &q.report)?;
-                cargo::warning(&q.report.summary_line());
-                (q.bytes, q.report)
-            }
-        };
-        drop(lock);
-        let stem = path
-            .file_stem()
-            .map_or("model".into(), |s| s.to_string_lossy().into_owned());
-        let artifact_path = artifacts_dir.join(format!("{stem}-{}.int8.onnx", &key[..16]));
-        let report_path = artifacts_dir.join(format!("{stem}-{}.report.json", &key[..16]));
-        if std::fs::read(&artifact_path).ok().as_deref() != Some(artifact.as_slice()) {
-            cache::write_atomic(&artifact_path, &artifact)?;
+        // Built for docs.rs (see `build.rs`), the quantizing code below is left out, so that
+        // nothing reachable calls ONNX Runtime.
+        #[cfg(kenosis_docs_rs)]
+        {
+            let _ = (cache, calibration, size_fp32, options);
+            docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key)
         }
-        #[allow(
-            clippy::expect_used,
-            reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
-        )]
-        let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
-        cache::write_atomic(&report_path, &report_json)?;
-        let entry = ModelEntry {
-            source: model.path.display().to_string(),
-            source_path,
-            artifact_path,
-            hash: key,
-            artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
-            report_path,
-            inputs: report.inputs,
-            outputs: report.outputs,
-            options: model
-                .call
-                .as_ref()
-                .map_or_else(String::new, |c| c.options.canonical()),
-        };
-        Ok((entry, report.keep_float_unmatched))
+        #[cfg(not(kenosis_docs_rs))]
+        {
+            if cargo::env(DOCS_RS_ENV).is_some() {
+                return docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key);
+            }
+
+            // Concurrent builds of one key quantize once: the others wait here, then find the
+            // entry. Held until this model's artifact is in the cache.
+            let (hit, lock) = match cache.get(&key) {
+                Some(hit) => (Some(hit), None),
+                None => {
+                    let lock = cache.lock(&key)?;
+                    (cache.get(&key), Some(lock))
+                }
+            };
+            let (artifact, report) = match hit {
+                // Byte-identical models share cache entries; the report names this one.
+                Some((bytes, report)) => (
+                    bytes,
+                    Report {
+                        source: model.path.display().to_string(),
+                        ..report
+                    },
+                ),
+                None => {
+                    warn_if_unoptimized();
+                    let mut q = pipeline::quantize_decoded(
+                        &path,
+                        decoded,
+                        size_fp32,
+                        &calibration,
+                        options,
+                    )?;
+                    q.report.source = model.path.display().to_string();
+                    q.report.key = key.clone();
+                    cache.put(&key, &q.bytes, &q.report)?;
+                    cargo::warning(&q.report.summary_line());
+                    (q.bytes, q.report)
+                }
+            };
+            drop(lock);
+            let (artifact_path, report_path) = artifact_paths(&path, artifacts_dir, &key);
+            if std::fs::read(&artifact_path).ok().as_deref() != Some(artifact.as_slice()) {
+                cache::write_atomic(&artifact_path, &artifact)?;
+            }
+            #[allow(
+                clippy::expect_used,
+                reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
+            )]
+            let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
+            cache::write_atomic(&report_path, &report_json)?;
+            let entry = ModelEntry {
+                source: model.path.display().to_string(),
+                source_path,
+                artifact_path,
+                hash: key,
+                artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
+                report_path,
+                inputs: report.inputs,
+                outputs: report.outputs,
+                options: model
+                    .call
+                    .as_ref()
+                    .map_or_else(String::new, |c| c.options.canonical()),
+            };
+            Ok((entry, report.keep_float_unmatched))
+        }
     }
+}
+
+/// Set by docs.rs, whose builds have neither ONNX Runtime nor network (`ort-sys` skips linking
+/// under it too).
+const DOCS_RS_ENV: &str = "DOCS_RS";
+
+/// The manifest entry of `model` for a documentation-only build (see [`DOCS_RS_ENV`]): an
+/// empty artifact file, enough for `include_quantized!`'s `include_bytes!` and the typed
+/// wrapper it documents, whose inputs and outputs are the FP32 model's as declared. The
+/// report file says the model was not quantized. Nothing enters the cache.
+///
+/// # Errors
+/// [`Error::Io`] when the artifact or report cannot be written.
+fn docs_only_entry(
+    model: &ModelConfig,
+    path: &Path,
+    source_path: PathBuf,
+    artifacts_dir: &Path,
+    decoded: &onnx::ModelProto,
+    key: String,
+) -> Result<(ModelEntry, Vec<String>)> {
+    let (artifact_path, report_path) = artifact_paths(path, artifacts_dir, &key);
+    cache::write_atomic(&artifact_path, &[])?;
+    let note = serde_json::json!({
+        "source": model.path.display().to_string(),
+        "quantized": false,
+        "reason": "built with DOCS_RS set (docs.rs): the artifact is empty, documentation only",
+    });
+    cache::write_atomic(&report_path, note.to_string().as_bytes())?;
+    let (inputs, outputs) = pipeline::declared_io(decoded);
+    let entry = ModelEntry {
+        source: model.path.display().to_string(),
+        source_path,
+        artifact_path,
+        hash: key,
+        artifact_blake3: blake3::hash(&[]).to_hex().to_string(),
+        report_path,
+        inputs,
+        outputs,
+        options: model
+            .call
+            .as_ref()
+            .map_or_else(String::new, |c| c.options.canonical()),
+    };
+    Ok((entry, Vec::new()))
+}
+
+/// Where the artifact and the report of the model at `path` built under cache `key` go.
+fn artifact_paths(path: &Path, artifacts_dir: &Path, key: &str) -> (PathBuf, PathBuf) {
+    let stem = path
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+    let short = key.get(..16).unwrap_or(key);
+    (
+        artifacts_dir.join(format!("{stem}-{short}.int8.onnx")),
+        artifacts_dir.join(format!("{stem}-{short}.report.json")),
+    )
 }
 
 /// Says once per build script run, before quantizing, that kenosis-build was compiled without

@@ -704,6 +704,20 @@ fn held_out_count(samples: usize) -> usize {
     (samples / 5).max(1).min(samples)
 }
 
+/// The graph inputs (initializers excluded: older IR versions list them as inputs) and
+/// outputs `model` declares, as the manifest records them.
+pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
+    let Some(graph) = &model.graph else {
+        return (Vec::new(), Vec::new());
+    };
+    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
+    let inputs = (graph.input.iter())
+        .filter(|i| !initializers.contains(i.name()))
+        .map(tensor_info)
+        .collect();
+    (inputs, graph.output.iter().map(tensor_info).collect())
+}
+
 fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {
     let (elem, dims) = onnx::declared_tensor(vi).unwrap_or((0, None));
     TensorInfo {
