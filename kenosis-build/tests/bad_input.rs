@@ -7,10 +7,8 @@ use kenosis_build::onnx::{self, ModelProto};
 use kenosis_build::{Config, Error};
 use prost::Message;
 
-const TINY: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tiny/tiny_conv.onnx"
-);
+mod support;
+use support::{npy, tiny, TINY};
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -58,10 +56,6 @@ impl Sandbox {
         );
         err
     }
-}
-
-fn tiny() -> ModelProto {
-    ModelProto::decode(std::fs::read(TINY).expect("fixture").as_slice()).expect("fixture decodes")
 }
 
 fn assert_mentions(err: &Error, file: &Path, words: &[&str]) {
@@ -208,21 +202,6 @@ fn declared_dims_too_large_to_allocate() {
     let err = s.fail(s.config().model("huge.onnx"));
     assert!(matches!(err, Error::Calibration { .. }), "{err:?}");
     assert_mentions(&err, &p, &["too large"]);
-}
-
-/// A version-1 `.npy` file with the given header fields and raw payload.
-fn npy(values: &[u8], descr: &str, shape: &str) -> Vec<u8> {
-    let mut h =
-        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}").into_bytes();
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(b' ');
-    }
-    h.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((h.len() as u16).to_le_bytes());
-    out.extend(h);
-    out.extend(values);
-    out
 }
 
 #[test]
@@ -795,10 +774,8 @@ fn npy_fortran(values: &[f32], shape: &[usize]) -> Vec<u8> {
         column_major.extend(values[row_major].to_le_bytes());
     }
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let mut bytes = npy(&column_major, "<f4", &format!("({},)", dims.join(", ")));
-    let header = String::from_utf8_lossy(&bytes[10..74]).replace("False", "True ");
-    bytes[10..74].copy_from_slice(header.as_bytes());
-    bytes
+    let shape = format!("({},)", dims.join(", "));
+    support::npy_with(&column_major, "<f4", &shape, true, 1)
 }
 
 #[test]

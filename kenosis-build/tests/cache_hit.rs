@@ -9,14 +9,12 @@ use std::process::Command;
 
 const CACHE_VAR: &str = "KENOSIS_TEST_FILL_CACHE";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/tiny_conv.onnx")
-}
+mod support;
 
 /// One build of the tiny fixture into `out`, with the cache in `cache`.
 fn build(cache: &Path, out: &Path) {
     kenosis_build::Config::new()
-        .model(fixture())
+        .model(support::TINY)
         .manifest_dir(env!("CARGO_MANIFEST_DIR"))
         .out_dir(out)
         .cache_dir(cache)

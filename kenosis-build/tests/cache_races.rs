@@ -8,15 +8,17 @@ use std::time::Duration;
 use kenosis_build::cache::Cache;
 use kenosis_build::{quantize, Calibration, QuantizeOptions, Report};
 
+mod support;
+
 const KEY: &str = "0123456789abcdef";
 const CHILD_DIR: &str = "KENOSIS_TEST_CACHE_WRITER_DIR";
 
 /// A real report (from quantizing the tiny fixture) re-pointed at `bytes`.
 fn entry(fill: u8, len: usize) -> (Vec<u8>, Report) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/tiny_conv.onnx");
-    let model = std::fs::read(&path).expect("fixture");
+    let path = Path::new(support::TINY);
+    let model = std::fs::read(path).expect("fixture");
     let q = quantize(
-        &path,
+        path,
         &model,
         &Calibration::Synthetic,
         &QuantizeOptions::default(),

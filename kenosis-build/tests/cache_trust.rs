@@ -7,10 +7,8 @@ use kenosis_build::report::Report;
 use kenosis_build::Config;
 use kenosis_manifest::{Manifest, ModelEntry};
 
-const TINY: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tiny/tiny_conv.onnx"
-);
+mod support;
+use support::TINY;
 
 const SECRET: &str = "ci-secret-0123456789abcdef";
 

@@ -2,7 +2,7 @@
 //! writes what `include_quantized!` needs, the manifest and an empty artifact, without
 //! quantizing or calling ONNX Runtime.
 
-use std::path::Path;
+mod support;
 
 #[test]
 fn a_docs_rs_build_writes_the_manifest_without_onnx_runtime() {
@@ -11,7 +11,7 @@ fn a_docs_rs_build_writes_the_manifest_without_onnx_runtime() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (out, cache) = (dir.path().join("out"), dir.path().join("cache"));
     kenosis_build::Config::new()
-        .model(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny/tiny_conv.onnx"))
+        .model(support::TINY)
         .manifest_dir(env!("CARGO_MANIFEST_DIR"))
         .out_dir(&out)
         .cache_dir(&cache)

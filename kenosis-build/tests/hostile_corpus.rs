@@ -14,10 +14,8 @@ use kenosis_build::onnx::{self, ModelProto};
 use kenosis_build::Config;
 use prost::Message;
 
-const TINY: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/fixtures/tiny/tiny_conv.onnx"
-);
+mod support;
+use support::{npy_with as npy, tiny, TINY};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile")
@@ -84,32 +82,6 @@ fn every_hostile_input_gives_its_expected_outcome() {
 }
 
 // ---- How the corpus was made. ----------------------------------------------------------
-
-fn tiny() -> ModelProto {
-    ModelProto::decode(std::fs::read(TINY).expect("fixture").as_slice()).expect("fixture")
-}
-
-/// A version-`version` `.npy` file with the given header fields and payload.
-fn npy(payload: &[u8], descr: &str, shape: &str, fortran: bool, version: u8) -> Vec<u8> {
-    let order = if fortran { "True" } else { "False" };
-    let mut h = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}")
-        .into_bytes();
-    let prefix = if version == 1 { 10 } else { 12 };
-    while (prefix + h.len() + 1) % 64 != 0 {
-        h.push(b' ');
-    }
-    h.push(b'\n');
-    let mut out = b"\x93NUMPY".to_vec();
-    out.extend([version, 0]);
-    if version == 1 {
-        out.extend((h.len() as u16).to_le_bytes());
-    } else {
-        out.extend((h.len() as u32).to_le_bytes());
-    }
-    out.extend(h);
-    out.extend(payload);
-    out
-}
 
 fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
     values.into_iter().flat_map(f32::to_le_bytes).collect()
