@@ -60,6 +60,14 @@ pub enum Error {
         /// The measured numbers and the ops tried.
         report: String,
     },
+    /// The INT8 model is slower than the `min_speedup` floor (above 1) asks.
+    #[error("{path}: speed target not met: {report}")]
+    SpeedTarget {
+        /// The model file.
+        path: PathBuf,
+        /// The measured latencies and the floor.
+        report: String,
+    },
     /// A required environment variable (set by cargo for build scripts) is missing.
     #[error("environment variable {name} is not set; kenosis_build::Config::compile must run inside a build script (or set it explicitly)")]
     MissingEnv {

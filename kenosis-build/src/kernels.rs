@@ -74,6 +74,14 @@ impl IntegerKernels {
         }
     }
 
+    /// Whether the machine this code runs on runs the code of target `triple` (empty: this
+    /// machine) whose kernels are `self`: the same architecture, and the same integer kernels
+    /// chosen, so that a latency ratio measured here is the target's.
+    pub fn run_here(self, triple: &str) -> bool {
+        let arch = triple.split('-').next().unwrap_or_default();
+        (triple.is_empty() || arch == std::env::consts::ARCH) && self == Self::of_host()
+    }
+
     /// Whether weights should be 7-bit (reduce-range) for these kernels: only where pair sums
     /// saturate; elsewhere 8-bit weights halve the rounding error at the same speed.
     pub fn wants_reduce_range(self) -> bool {

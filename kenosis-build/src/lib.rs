@@ -54,7 +54,7 @@ macro_rules! internal_modules {
 
 internal_modules!(
     cache, calibrate, cargo, discover, fidelity, graph, kernels, normalize, onnx, ops, pipeline,
-    quantize, report, types,
+    quantize, report, speed, types,
 );
 mod error;
 mod images;
@@ -286,7 +286,12 @@ impl Config {
         let build_target = options::build_target(target_kernels);
         let evaluation =
             kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
-        let options = QuantizeOptions::resolve(&self.options, build_target, evaluation);
+        let host_runs_target = target_kernels.run_here(&target);
+        let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
+            host_runs_target,
+            ..QuantizeOptions::resolve(layers, build_target, evaluation)
+        };
+        let options = resolve(&self.options);
         options.check()?;
         let manifest_dir = match &self.manifest_dir {
             Some(d) => d.clone(),
@@ -364,7 +369,7 @@ impl Config {
             if let Some(call) = &model.call {
                 let mut layers = self.options.clone();
                 layers.merge(&call.options);
-                model_options = QuantizeOptions::resolve(&layers, build_target, evaluation);
+                model_options = resolve(&layers);
                 if let Some(dir) = &call.options.calibration {
                     calib = Some(expand_out_dir(dir, &out_dir));
                 }

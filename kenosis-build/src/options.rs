@@ -71,6 +71,11 @@ macro_rules! define_build_options {
             /// kernels, or on the QDQ reference where those differ from the target's (see
             /// [`crate::kernels`]).
             pub evaluation: Evaluation,
+            /// Whether the build machine runs the target's code (same architecture and integer
+            /// kernels), so that a speed measured in the build holds on the target: `true`
+            /// from [`QuantizeOptions::resolve`] (a build for its own machine), set by
+            /// `Config::compile` from the target.
+            pub host_runs_target: bool,
         }
 
         impl QuantizeOptions {
@@ -84,6 +89,7 @@ macro_rules! define_build_options {
                         },
                     )*
                     evaluation,
+                    host_runs_target: true,
                 }
             }
 
@@ -100,7 +106,8 @@ macro_rules! define_build_options {
             /// `key = value` per option in the declaration table's order, each value in its
             /// call-site spelling (`kenosis_options::value::Value::write`) and `none` for an
             /// optional value left unset, then `evaluation = host_kernels` or
-            /// `evaluation = qdq_reference`; every line ends in `\n`. `docs/design.md`
+            /// `evaluation = qdq_reference`, then `host_runs_target = true` or `false`; every
+            /// line ends in `\n`. `docs/design.md`
             /// ("Cache key") specifies it.
             pub fn canonical(&self) -> String {
                 use kenosis_options::value::Value;
@@ -115,6 +122,7 @@ macro_rules! define_build_options {
                 text.push_str("evaluation = ");
                 text.push_str(self.evaluation.canonical());
                 text.push('\n');
+                text.push_str(&format!("host_runs_target = {}\n", self.host_runs_target));
                 text
             }
         }
@@ -182,15 +190,17 @@ mod tests {
             o.canonical(),
             "method = \"mse\"\nper_channel = true\nreduce_range = true\nbias_correction = true\n\
              gptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
-             synthetic_samples = 16\nsynthetic_image_range = none\nkeep_float = []\n\
-             evaluation = host_kernels\n"
+             min_speedup = none\nsynthetic_samples = 16\nsynthetic_image_range = none\n\
+             keep_float = []\nevaluation = host_kernels\nhost_runs_target = true\n"
         );
         let exact = BuildTarget {
             saturating_kernels: false,
         };
         let o = QuantizeOptions::resolve(&Options::default(), exact, Evaluation::QdqReference);
         assert!(o.canonical().contains("reduce_range = false\n"));
-        assert!(o.canonical().ends_with("evaluation = qdq_reference\n"));
+        assert!(o
+            .canonical()
+            .ends_with("evaluation = qdq_reference\nhost_runs_target = true\n"));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::quantize::build::{Builder, Built, KeptFloat, Statistics};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{Range, WeightOptions};
 use crate::report::Report;
+use crate::speed;
 
 pub use crate::options::QuantizeOptions;
 
@@ -382,7 +383,52 @@ impl Calibrated<'_> {
         };
         let built = build(&kept)?;
         let (built, fidelity) = self.meet_target(built, &mut kept, build, options)?;
-        self.report(built, fidelity, size_fp32, options, started)
+        let (built, speed) = self.meet_speedup(built, options)?;
+        self.report(built, fidelity, speed, size_fp32, options, started)
+    }
+
+    /// With `min_speedup` set, times `built` against the normalized FP32 model (the model
+    /// shipped instead) on one calibration sample, where the build machine runs the target's
+    /// code (see [`crate::speed`]); an INT8 model slower than a floor of at most 1 gives way
+    /// to the FP32 model.
+    ///
+    /// # Errors
+    /// [`Error::SpeedTarget`] when INT8 misses a floor above 1; [`Error::Runtime`].
+    fn meet_speedup(
+        &self,
+        built: Built,
+        options: &QuantizeOptions,
+    ) -> Result<(Built, Option<speed::SpeedCheck>)> {
+        let Some(min_speedup) = options.min_speedup else {
+            return Ok((built, None));
+        };
+        let planned = &self.planned;
+        let why_not = if !options.host_runs_target {
+            Some(speed::NOT_THE_TARGET)
+        } else if !planned.uncalibratable.is_empty() {
+            Some("the model holds an op ONNX Runtime cannot run")
+        } else {
+            None
+        };
+        let (Some(sample), None) = (self.data.samples.last(), why_not) else {
+            let why = why_not.unwrap_or("no calibration sample");
+            return Ok((built, Some(speed::SpeedCheck::NotMeasured(why.into()))));
+        };
+        let fp32 = planned.normalized.model();
+        let input_names = planned.input_names();
+        let (fp32_ms, int8_ms) =
+            speed::measure(fp32, &built.model, &input_names, sample, planned.path)?;
+        let report = speed::check(fp32_ms, int8_ms, min_speedup, planned.path)?;
+        let built = if report.kept_fp32 {
+            Built {
+                model: fp32.clone(),
+                plan: plan::Plan::default(),
+                rewrite: Default::default(),
+            }
+        } else {
+            built
+        };
+        Ok((built, Some(speed::SpeedCheck::Measured(report))))
     }
 
     /// Measures `built` against FP32 and, with a fidelity target, keeps candidates FP32
@@ -455,6 +501,7 @@ impl Calibrated<'_> {
         self,
         built: Built,
         fidelity: Option<fidelity::FidelityReport>,
+        speed: Option<speed::SpeedCheck>,
         size_fp32: usize,
         options: &QuantizeOptions,
         started: Instant,
@@ -491,6 +538,7 @@ impl Calibrated<'_> {
             calibration_synthetic: self.data.synthetic,
             synthetic_image_ranges: self.synthetic_image_ranges,
             fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
+            speed,
             options: format!("{options:?}"),
             size_fp32,
             size_int8: bytes.len(),

@@ -57,6 +57,9 @@ pub struct Report {
     /// `None` when the model holds an op ONNX Runtime cannot run (see
     /// `crate::calibrate::runnable`).
     pub fidelity: Option<FidelityReport>,
+    /// The `min_speedup` check, when that option is set.
+    #[serde(default)]
+    pub speed: Option<crate::speed::SpeedCheck>,
     /// Options the artifact was built with, as text.
     pub options: String,
     /// FP32 model size in bytes.
@@ -144,13 +147,26 @@ impl Report {
                  stay FP32; fidelity not measured; register the custom kernels to run the model"
             ),
         };
+        let speed = match &self.speed {
+            None => String::new(),
+            Some(crate::speed::SpeedCheck::Measured(s)) if s.kept_fp32 => format!(
+                "; INT8 ran at {:.2}x FP32's speed, below min_speedup {}: the artifact is the FP32 model",
+                s.speedup, s.min_speedup
+            ),
+            Some(crate::speed::SpeedCheck::Measured(s)) => {
+                format!("; {:.2}x FP32's speed (1 thread)", s.speedup)
+            }
+            Some(crate::speed::SpeedCheck::NotMeasured(why)) => {
+                format!("; speed not measured: {why}")
+            }
+        };
         let image_ranges: String = self
             .synthetic_image_ranges
             .iter()
             .map(|(input, range)| format!("input `{input}` in {range}; "))
             .collect();
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}; {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

@@ -76,6 +76,18 @@ pub fn min_top1_agreement(v: &f64) -> Result<(), String> {
     closed(*v, 0.0)
 }
 
+/// A `min_speedup` floor: a latency ratio in `(0, 100]`.
+///
+/// # Errors
+/// A message naming the bad value (NaN included).
+pub fn min_speedup(v: &f64) -> Result<(), String> {
+    if *v > 0.0 && *v <= 100.0 {
+        Ok(())
+    } else {
+        Err(format!("must be in (0, 100], got {v}"))
+    }
+}
+
 fn closed(v: f64, lo: f64) -> Result<(), String> {
     if (lo..=1.0).contains(&v) {
         Ok(())

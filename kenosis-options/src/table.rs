@@ -209,6 +209,33 @@ macro_rules! options {
                         fn min_top1_agreement(min: f64) = min;
                     },
                 }
+                /// `min_speedup = x`, `x` in `(0, 100]`: speed floor, the INT8 model's latency
+                /// advantage over FP32 (FP32 time / INT8 time, 1 thread) measured at build time
+                /// when the build machine runs the target's code (default: none).
+                min_speedup: f64 {
+                    check: $crate::check::min_speedup,
+                    merge: replace,
+                    resolved: Option<f64> = |_| None,
+                    setter: {
+                        /// Requires the INT8 model to run at least `min` times as fast as FP32
+                        /// (median single-thread latency on one calibration sample, measured in
+                        /// the build when the build machine runs the target's code, see
+                        /// `speed`). With `min` at most 1, an INT8 model slower than FP32 is
+                        /// replaced by the FP32 model, with a warning; above 1, a slower one
+                        /// fails the build with the measured figures. Timing depends on the
+                        /// machine's load: a check that passes on a quiet machine may fail on a
+                        /// busy one.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .min_speedup(1.0)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn min_speedup(min: f64) = min;
+                    },
+                }
                 /// `synthetic_samples = n`, `n` in `[1, 4096]`: synthetic calibration samples
                 /// when no calibration data is given (default 16).
                 synthetic_samples: usize {

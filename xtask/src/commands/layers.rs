@@ -40,6 +40,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("calibrate", Layer::Stage),
     ("quantize", Layer::Stage),
     ("fidelity", Layer::Stage),
+    ("speed", Layer::Stage),
     ("report", Layer::Stage),
     ("options", Layer::Stage),
     ("pipeline", Layer::Stage),

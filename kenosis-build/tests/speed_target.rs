@@ -1,0 +1,96 @@
+//! `min_speedup`: the INT8 model is timed against FP32 in the build, where the build machine
+//! runs the target's code, and a floor it misses fails the build (above 1) or gives way to the
+//! FP32 model (at most 1).
+
+use std::path::Path;
+
+use kenosis_build::onnx::ModelProto;
+use kenosis_build::pipeline::{quantize, Calibration, QuantizeOptions, Quantized};
+use kenosis_build::speed::SpeedCheck;
+use kenosis_build::Error;
+use prost::Message;
+
+mod support;
+
+fn quantize_tiny(options: QuantizeOptions) -> Result<Quantized, Error> {
+    let bytes = std::fs::read(support::TINY).expect("fixture");
+    quantize(
+        Path::new(support::TINY),
+        &bytes,
+        &Calibration::Synthetic,
+        &options,
+    )
+}
+
+fn with_floor(min_speedup: f64) -> QuantizeOptions {
+    QuantizeOptions {
+        min_speedup: Some(min_speedup),
+        ..QuantizeOptions::default()
+    }
+}
+
+fn quantize_linear_nodes(bytes: &[u8]) -> usize {
+    let model = ModelProto::decode(bytes).expect("artifact decodes");
+    let graph = model.graph.expect("graph");
+    (graph.node.iter())
+        .filter(|n| n.op_type() == "QuantizeLinear")
+        .count()
+}
+
+#[test]
+fn an_unreachable_floor_fails_with_the_measured_latencies() {
+    let Err(Error::SpeedTarget { path, report }) = quantize_tiny(with_floor(100.0)) else {
+        panic!("no model runs 100 times faster in INT8");
+    };
+    assert_eq!(path, Path::new(support::TINY));
+    assert!(
+        report.contains("min_speedup 100 not reached") && report.contains("ms against FP32"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_met_floor_is_reported_and_keeps_the_int8_model() {
+    let q = quantize_tiny(with_floor(0.01)).expect("quantizes");
+    let Some(SpeedCheck::Measured(s)) = q.report.speed else {
+        panic!("measured on the build machine: {:?}", q.report.speed);
+    };
+    assert!(s.fp32_ms > 0.0 && s.int8_ms > 0.0, "{s:?}");
+    assert!(!s.kept_fp32);
+    assert!(quantize_linear_nodes(&q.bytes) > 0);
+    assert!(q
+        .report
+        .summary_line()
+        .contains("x FP32's speed (1 thread)"));
+}
+
+#[test]
+fn at_a_floor_of_one_a_slower_int8_model_gives_way_to_fp32() {
+    let q = quantize_tiny(with_floor(1.0)).expect("quantizes");
+    let Some(SpeedCheck::Measured(s)) = q.report.speed else {
+        panic!("measured on the build machine: {:?}", q.report.speed);
+    };
+    // Which way the timing goes depends on the machine; what follows from it does not.
+    assert_eq!(s.kept_fp32, s.speedup < 1.0, "{s:?}");
+    assert_eq!(quantize_linear_nodes(&q.bytes) == 0, s.kept_fp32, "{s:?}");
+    if s.kept_fp32 {
+        assert!(q
+            .report
+            .summary_line()
+            .contains("the artifact is the FP32 model"));
+    }
+}
+
+#[test]
+fn a_build_for_another_machine_does_not_time_and_says_why() {
+    let options = QuantizeOptions {
+        host_runs_target: false,
+        ..with_floor(100.0)
+    };
+    let q = quantize_tiny(options).expect("a cross build does not fail on speed");
+    let Some(SpeedCheck::NotMeasured(why)) = &q.report.speed else {
+        panic!("not measured: {:?}", q.report.speed);
+    };
+    assert!(why.contains("does not run the target's code"), "{why}");
+    assert!(q.report.summary_line().contains("speed not measured"));
+}
