@@ -363,9 +363,9 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     // BatchNormalization after the first ConvTranspose. Every HardSwish written out as
     // `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` is one `HardSwish`.
     let fp32 = std::fs::read(&path).expect("model");
-    let mut folded = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
-    let summary = kenosis_build::normalize::normalize(&mut folded).expect("normalizes");
-    let graph = folded.graph.as_ref().expect("graph");
+    let decoded = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
+    let normalized = kenosis_build::normalize::normalize(decoded).expect("normalizes");
+    let (graph, summary) = (normalized.graph(), &normalized.summary);
     let producer: HashMap<&str, &str> = graph
         .node
         .iter()
@@ -411,7 +411,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     // Folding and fusing change only float rounding: the normalized FP32 model gives the
     // same map on a photograph with text (PP-OCR det normalization, 640x640).
     let Some(shared) = shared_dir() else { return };
-    let folded = prost::Message::encode_to_vec(&folded);
+    let folded = prost::Message::encode_to_vec(normalized.model());
     let text = shared.join("images/coco-300/000000000281.jpg");
     let sample = image_samples(vec![photo(&text, 640, 640, true, paddle_det)]);
     let cos = mean_cosine(&fp32, &folded, &["x".into()], &sample, 0);

@@ -7,10 +7,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kenosis_build::calibrate::data::{input_specs, synthetic_with_dims};
-use kenosis_build::calibrate::image_range::ImageRange;
+use kenosis_build::calibrate::data::input_specs;
 use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::shapes;
+use kenosis_build::calibrate::synthetic::{synthetic_with_dims, ImageRange};
 use kenosis_build::pipeline::decode;
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use serde::Serialize;
