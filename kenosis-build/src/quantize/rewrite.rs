@@ -7,6 +7,7 @@ use super::params::{self, ActivationParams};
 use super::plan::{Plan, RangeSource, WeightPlan};
 use super::weights;
 use crate::calibrate::gram::PatchGram;
+use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto, TensorProto};
 
@@ -222,7 +223,7 @@ pub struct WeightCache(Mutex<HashMap<(usize, u32, u8), WeightedOp>>);
 /// weighted ops' codes come from, and go into, `cache` when one is given.
 ///
 /// # Errors
-/// When a planned weight or bias payload cannot be read.
+/// [`BadTensor`] when a planned weight or bias payload cannot be read.
 pub fn rewrite(
     graph: &mut GraphProto,
     plan: &Plan,
@@ -231,7 +232,7 @@ pub fn rewrite(
     patch_grams: &HashMap<String, PatchGram>,
     options: WeightOptions,
     cache: Option<&WeightCache>,
-) -> Result<RewriteSummary, String> {
+) -> Result<RewriteSummary, BadTensor> {
     let index = GraphIndex::new(graph);
     let mut edits = Edits {
         names: NameGen::new(graph),
@@ -281,7 +282,7 @@ pub fn rewrite(
             let key = (wp.node, x.params.scale.to_bits(), x.params.zero_point);
             let cached = cache.and_then(|c| c.0.lock().ok()?.get(&key).cloned());
             if let Some(op) = cached {
-                return Ok::<_, String>(op);
+                return Ok::<_, BadTensor>(op);
             }
             let op = quantize_weighted(
                 graph_read,
@@ -513,7 +514,7 @@ struct WeightedOp {
 /// 8-bit choice of [`super::saturation`] under reduce-range, and bias correction.
 ///
 /// # Errors
-/// When the weight or bias payload cannot be read.
+/// [`BadTensor`] when the weight or bias payload cannot be read.
 fn quantize_weighted(
     graph: &GraphProto,
     index: &GraphIndex,
@@ -522,7 +523,7 @@ fn quantize_weighted(
     channel_means: &HashMap<String, Vec<f64>>,
     patch_grams: &HashMap<String, PatchGram>,
     options: WeightOptions,
-) -> Result<WeightedOp, String> {
+) -> Result<WeightedOp, BadTensor> {
     let node = &graph.node[wp.node];
     let w_name = &node.input[wp.weight_slot];
     let w_t = &graph.initializer[index.initializer[w_name]];

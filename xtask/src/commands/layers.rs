@@ -29,13 +29,15 @@ pub struct Args {}
 /// Top-level modules of `kenosis-build` in dependency order: leaves, then the stages of
 /// one model's way through the crate, then what drives them.
 const LAYERS: &[(&str, Layer)] = &[
-    ("error", Layer::Leaf),
     ("parallel", Layer::Leaf),
     ("onnx", Layer::Leaf),
     ("graph", Layer::Leaf),
     ("types", Layer::Leaf),
     ("ops", Layer::Leaf),
     ("kernels", Layer::Leaf),
+    // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
+    // reasons `onnx` and `graph` give.
+    ("error", Layer::Leaf),
     ("normalize", Layer::Stage),
     ("calibrate", Layer::Stage),
     ("quantize", Layer::Stage),
@@ -141,7 +143,9 @@ fn modules(src: &Path) -> Result<BTreeMap<Vec<String>, PathBuf>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![src.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?
+        {
             let path = entry?.path();
             if path.is_dir() {
                 stack.push(path);
@@ -213,7 +217,11 @@ fn breaks_order(from: &[String], to: &[String]) -> Option<String> {
     let (Some(f), Some(t)) = (rank(from), rank(to)) else {
         return Some(format!(
             "top-level module `{}` is not listed in xtask's LAYERS",
-            if rank(from).is_none() { &from[0] } else { &to[0] }
+            if rank(from).is_none() {
+                &from[0]
+            } else {
+                &to[0]
+            }
         ));
     };
     if f == t {
@@ -408,12 +416,21 @@ mod tests {
         write(
             dir.path(),
             &[
-                ("lib.rs", "mod onnx; mod calibrate; mod quantize; #[cfg(test)] mod support;"),
-                ("onnx.rs", "#[cfg(test)] mod tests { use crate::quantize::x; }"),
+                (
+                    "lib.rs",
+                    "mod onnx; mod calibrate; mod quantize; #[cfg(test)] mod support;",
+                ),
+                (
+                    "onnx.rs",
+                    "#[cfg(test)] mod tests { use crate::quantize::x; }",
+                ),
                 ("support.rs", "use crate::quantize::x;"),
                 ("calibrate/c.rs", "mod inner { use super::super::a::g; }"),
                 ("calibrate/mod.rs", "pub mod a; pub mod b;"),
-                ("calibrate/a.rs", "use super::{b::f, c}; fn g() { crate::quantize::h() }"),
+                (
+                    "calibrate/a.rs",
+                    "use super::{b::f, c}; fn g() { crate::quantize::h() }",
+                ),
                 ("calibrate/b.rs", "use crate::{onnx, calibrate::a::g};"),
                 ("quantize.rs", "use crate::calibrate::a;"),
             ],
