@@ -635,7 +635,8 @@ fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option
                 }
             };
             let (min, max) = (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?);
-            // ORT can only drop a Clip whose lower bound is at or below 0 (uint8 zp = 0 case).
+            // ORT can only drop a Clip whose lower bound is at or below 0 (the uint8
+            // zero_point = 0 case).
             // A Clip with max < min (or a NaN bound) is no range at all: it sets every value
             // to `max`, and stays FP32.
             (min <= 0.0 && min < max).then_some(RangeSource::Clipped { min, max })

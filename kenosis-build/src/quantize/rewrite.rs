@@ -64,7 +64,7 @@ pub struct RewriteSummary {
 #[derive(Debug, Clone)]
 struct QParams {
     scale_name: String,
-    zp_name: String,
+    zero_point_name: String,
     params: ActivationParams,
 }
 
@@ -246,7 +246,7 @@ pub fn rewrite(
     let mut qparams: BTreeMap<String, QParams> = BTreeMap::new();
     let mut by_value: HashMap<(u32, u8), (String, String)> = HashMap::new();
     for (name, p) in act {
-        let (scale_name, zp_name) = by_value
+        let (scale_name, zero_point_name) = by_value
             .entry((p.scale.to_bits(), p.zero_point))
             .or_insert_with(|| {
                 let s = edits.names.fresh(&format!("{name}_scale"));
@@ -264,7 +264,7 @@ pub fn rewrite(
             name.clone(),
             QParams {
                 scale_name,
-                zp_name,
+                zero_point_name,
                 params: *p,
             },
         );
@@ -350,7 +350,7 @@ pub fn rewrite(
             w_name,
             |codes| tensor::from_i8(codes, &dims, &q.codes),
             |scale| tensor::from_f32(scale, &scale_dims, &q.scales),
-            |zp| tensor::from_i8(zp, &scale_dims, &vec![0; q.scales.len()]),
+            |zero_point| tensor::from_i8(zero_point, &scale_dims, &vec![0; q.scales.len()]),
             axis,
         );
         graph.node[wp.node].input[wp.weight_slot] = deq;
@@ -378,7 +378,7 @@ pub fn rewrite(
                     let scales: Vec<f32> = b_scales.iter().map(|&s| s as f32).collect();
                     tensor::from_f32(scale, &[n], &scales)
                 },
-                |zp| tensor::from_i32(zp, &[n], &vec![0; b.len()]),
+                |zero_point| tensor::from_i32(zero_point, &[n], &vec![0; b.len()]),
                 Some(0),
             );
             let inputs = &mut graph.node[wp.node].input;
@@ -402,8 +402,8 @@ pub fn rewrite(
             let codes: Vec<u8> = values.iter().map(|&v| q.params.quantize(v)).collect();
             let c = edits.names.fresh(&format!("{name}_quantized"));
             edits.initializers.push(tensor::from_u8(&c, &dims, &codes));
-            let deq =
-                edits.dequantize(name, vec![c, q.scale_name.clone(), q.zp_name.clone()], None);
+            let inputs = vec![c, q.scale_name.clone(), q.zero_point_name.clone()];
+            let deq = edits.dequantize(name, inputs, None);
             for &i in &plan.quantized_nodes {
                 for inp in graph.node[i].input.iter_mut().filter(|t| *t == name) {
                     *inp = deq.clone();
@@ -423,14 +423,14 @@ pub fn rewrite(
         edits.nodes.push(make_node(
             "QuantizeLinear",
             edits.names.fresh(&format!("{name}_QuantizeLinear")),
-            vec![name.clone(), q.scale_name.clone(), q.zp_name.clone()],
+            vec![name.clone(), q.scale_name.clone(), q.zero_point_name.clone()],
             vec![quantized.clone()],
             vec![],
         ));
         edits.nodes.push(make_node(
             "DequantizeLinear",
             edits.names.fresh(&format!("{name}_DequantizeLinear")),
-            vec![quantized, q.scale_name.clone(), q.zp_name.clone()],
+            vec![quantized, q.scale_name.clone(), q.zero_point_name.clone()],
             vec![deq],
             vec![],
         ));
