@@ -26,7 +26,7 @@ use crate::calibrate::session::{
     borrowed, encode_with_observed_outputs, sample_inputs, session_with_config,
 };
 use crate::calibrate::SampleValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Unsupported};
 use crate::kernels::Evaluation;
 use crate::onnx::ModelProto;
 use crate::quantize::build::{Built, KeptFloat};
@@ -210,7 +210,8 @@ impl<'a> Evaluator<'a> {
     /// INT8 models will run as `evaluation` says.
     ///
     /// # Errors
-    /// [`Error::Runtime`] when ONNX Runtime fails.
+    /// [`Error::Runtime`] when ONNX Runtime fails, [`Error::Unsupported`] when no output
+    /// (nor a tensor computing one) is float.
     pub fn new(
         fp32: &ModelProto,
         compared: &Compared,
@@ -249,10 +250,7 @@ impl<'a> Evaluator<'a> {
             threads,
             config,
         )?;
-        let rt = |e: ort::Error| Error::Runtime {
-            path: self.path.clone(),
-            message: e.to_string(),
-        };
+        let rt = |e: ort::Error| Error::runtime(&self.path, e);
         self.samples
             .iter()
             .map(|sample| {
@@ -267,10 +265,7 @@ impl<'a> Evaluator<'a> {
                     Some(t) => out.get(t.as_str()).and_then(float),
                     None => out.values().find_map(|v| float(&v)),
                 }
-                .ok_or_else(|| Error::Runtime {
-                    path: self.path.clone(),
-                    message: "neither the model's outputs nor the tensors computing them are float: nothing to compare with FP32".into(),
-                })?;
+                .ok_or_else(|| Error::unsupported(&self.path, Unsupported::NoFloatOutput))?;
                 Ok(values)
             })
             .collect()

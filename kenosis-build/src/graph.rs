@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::onnx::GraphProto;
+use crate::onnx::{GraphProto, NodeRef};
 
 /// Who produces and who consumes each tensor name of one graph (not of its subgraphs).
 #[derive(Debug, Default)]
@@ -54,39 +54,62 @@ impl GraphIndex {
     }
 }
 
+/// A graph that breaks ONNX's structural rules (every node writes an output, each name is
+/// assigned once, every input is provided, no cycles), found while ordering its nodes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    /// A node lists no output.
+    #[error("node {0} lists no output; every ONNX operator has at least one")]
+    NoOutput(NodeRef),
+    /// Two nodes write the same tensor.
+    #[error("tensor `{tensor}` is written by node {first} and again by node {second}; an ONNX graph assigns each name once")]
+    WrittenTwice {
+        /// The tensor.
+        tensor: String,
+        /// Its first writer.
+        first: NodeRef,
+        /// The second.
+        second: NodeRef,
+    },
+    /// A node reads a tensor nothing provides.
+    #[error("node {node} reads `{tensor}`, which no node, initializer or graph input provides")]
+    Dangling {
+        /// The reader.
+        node: NodeRef,
+        /// The missing tensor.
+        tensor: String,
+    },
+    /// The nodes form a cycle.
+    #[error("the graph has a cycle through node {0}")]
+    Cycle(NodeRef),
+}
+
 /// Node indices of `graph` in an order where every node comes after the producers of its
 /// inputs (Kahn's algorithm, stable with respect to the original order).
 ///
 /// `outer` holds names visible from an enclosing graph (for subgraphs of If/Loop/Scan).
 ///
 /// # Errors
-/// A message naming the offending tensor or node when a node lists no output, an input is
-/// produced by nothing (dangling), a tensor is written twice, or the nodes form a cycle.
+/// [`Malformed`] naming the offending tensor or node when a node lists no output, an input
+/// is produced by nothing (dangling), a tensor is written twice, or the nodes form a cycle.
 pub fn topological_order(
     graph: &GraphProto,
     outer: &HashSet<String>,
-) -> Result<Vec<usize>, String> {
+) -> Result<Vec<usize>, Malformed> {
     let index = GraphIndex::new(graph);
     // ONNX graphs are in SSA form; a name written twice would also be counted twice below.
     let mut written: HashMap<&str, usize> = HashMap::new();
     for (i, node) in graph.node.iter().enumerate() {
         if node.output.is_empty() {
-            return Err(format!(
-                "node `{}` ({}) lists no output; every ONNX operator has at least one",
-                node.name(),
-                node.op_type()
-            ));
+            return Err(Malformed::NoOutput(NodeRef::of(node)));
         }
         for out in node.output.iter().filter(|o| !o.is_empty()) {
             if let Some(first) = written.insert(out, i) {
-                return Err(format!(
-                    "tensor `{out}` is written by node `{}` ({}) and again by node `{}` ({}); \
-                     an ONNX graph assigns each name once",
-                    graph.node[first].name(),
-                    graph.node[first].op_type(),
-                    node.name(),
-                    node.op_type()
-                ));
+                return Err(Malformed::WrittenTwice {
+                    tensor: out.clone(),
+                    first: NodeRef::of(&graph.node[first]),
+                    second: NodeRef::of(node),
+                });
             }
         }
     }
@@ -99,11 +122,10 @@ pub fn topological_order(
                 && !graph.input.iter().any(|g| g.name() == inp)
                 && !outer.contains(inp)
             {
-                return Err(format!(
-                    "node `{}` ({}) reads `{inp}`, which no node, initializer or graph input provides",
-                    node.name(),
-                    node.op_type()
-                ));
+                return Err(Malformed::Dangling {
+                    node: NodeRef::of(node),
+                    tensor: inp.clone(),
+                });
             }
         }
     }
@@ -129,11 +151,7 @@ pub fn topological_order(
         let stuck = (0..graph.node.len())
             .find(|i| missing[*i] > 0)
             .expect("a node is left");
-        return Err(format!(
-            "the graph has a cycle through node `{}` ({})",
-            graph.node[stuck].name(),
-            graph.node[stuck].op_type()
-        ));
+        return Err(Malformed::Cycle(NodeRef::of(&graph.node[stuck])));
     }
     Ok(order)
 }
@@ -146,7 +164,7 @@ pub fn topological_order(
     clippy::expect_used,
     reason = "the topological order lists each node index exactly once"
 )]
-pub fn sort_topologically(graph: &mut GraphProto) -> Result<(), String> {
+pub fn sort_topologically(graph: &mut GraphProto) -> Result<(), Malformed> {
     let order = topological_order(graph, &HashSet::new())?;
     let mut nodes: Vec<Option<crate::onnx::NodeProto>> = std::mem::take(&mut graph.node)
         .into_iter()

@@ -53,10 +53,9 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    cache, calibrate, cargo, discover, fidelity, graph, kernels, normalize, onnx, ops, pipeline,
-    quantize, report, speed, types,
+    cache, calibrate, cargo, discover, error, fidelity, graph, kernels, normalize, onnx, ops,
+    pipeline, quantize, report, speed, types,
 );
-mod error;
 mod images;
 mod options;
 mod parallel;
@@ -427,14 +426,12 @@ impl Config {
             .into_iter()
             .find(|p| p.to_str().is_none())
         {
-            return Err(Error::Unsupported {
-                path: path.clone(),
-                reason: format!(
-                    "the path {} is not valid UTF-8, so include_quantized! could not embed it; \
-                     move the model (or the target directory) to a UTF-8 path",
-                    bad.display()
-                ),
-            });
+            return Err(Error::unsupported(
+                &path,
+                error::Unsupported::NonUtf8Path {
+                    path: bad.to_owned(),
+                },
+            ));
         }
         cargo::rerun_if_changed(&path);
         let bytes = read_regular_file(&path)?;

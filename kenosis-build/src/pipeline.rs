@@ -13,7 +13,7 @@ use crate::calibrate::session::GramRequest;
 use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
 use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::{self, data::input_specs, CalibrationData};
-use crate::error::{Error, Result};
+use crate::error::{Error, NodeRef, Result, Unsupported};
 use crate::fidelity;
 use crate::normalize::Normalized;
 use crate::onnx::{self, ModelProto, NodeProto, TensorProto, ValueInfoProto};
@@ -133,18 +133,10 @@ pub fn quantize_decoded(
     options.check()?;
     let started = Instant::now();
     onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
-    let normalized = crate::normalize::normalize(model).map_err(|r| unsupported(path, r))?;
+    let normalized = crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))?;
     let planned = Planned::new(path, normalized, options)?;
     let calibrated = planned.calibrate(calibration, options)?;
     calibrated.quantize(size_fp32, options, started)
-}
-
-/// [`Error::Unsupported`] for the model at `path`.
-fn unsupported(path: &Path, reason: String) -> Error {
-    Error::Unsupported {
-        path: path.to_owned(),
-        reason,
-    }
 }
 
 /// The placement of the normalized FP32 model before calibration: what stays FP32 from the
@@ -176,13 +168,11 @@ impl<'p> Planned<'p> {
             options.fidelity_target(),
             (graph.node.iter()).find(|n| uncalibratable.contains_key(n.name())),
         ) {
-            return Err(unsupported(path, format!(
-                "the fidelity target {target:?} cannot be checked: node `{}` ({} of domain `{}`) \
-                 needs a kernel ONNX Runtime does not have, so the FP32 model cannot run",
-                custom.name(),
-                custom.op_type(),
-                custom.domain()
-            )));
+            return Err(Error::unsupported(path, Unsupported::TargetUncheckable {
+                target: format!("{target:?}"),
+                node: NodeRef::of(custom),
+                domain: custom.domain().to_owned(),
+            }));
         }
         let node_names: HashSet<&str> = graph.node.iter().map(|n| n.name()).collect();
         let mut keep_float_unmatched: Vec<String> = (options.keep_float.iter())
@@ -267,9 +257,9 @@ impl<'p> Planned<'p> {
             self.path,
         )
         .map_err(|e| match e {
-            Error::Runtime { path, message } if data.synthetic => Error::Calibration {
+            Error::Runtime { path, source } if data.synthetic => Error::Calibration {
                 path,
-                reason: synthetic_rejected(&self.specs, &message),
+                reason: synthetic_rejected(&self.specs, &source),
             },
             e => e,
         })?;
@@ -339,7 +329,7 @@ struct Calibrated<'p> {
     planned: Planned<'p>,
     data: CalibrationData,
     /// Value range of each synthetic image input, by input name, for the report.
-    synthetic_image_ranges: BTreeMap<String, String>,
+    synthetic_image_ranges: ImageRangeLabels,
     /// Ranges were calibrated on the first `calibrated_on` samples.
     calibrated_on: usize,
     /// The fidelity check measures on the last `held_out` samples: held out of range
@@ -376,7 +366,7 @@ impl Calibrated<'_> {
             },
             options.fidelity_target().is_some(),
         );
-        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| unsupported(planned.path, r));
+        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| Error::unsupported(planned.path, r));
         let mut kept = KeptFloat {
             ops: planned.keep.clone(),
             tensors: HashSet::new(),
@@ -517,10 +507,7 @@ impl Calibrated<'_> {
         let ops_quantized = ops_by_type(normalized.graph(), &plan);
         let bytes = quantized.encode_to_vec();
         if bytes.len() > PROTOBUF_LIMIT {
-            return Err(unsupported(path, format!(
-                "the INT8 model would be {} bytes, over protobuf's 2 GB limit for one ONNX file",
-                bytes.len()
-            )));
+            return Err(Error::unsupported(path, Unsupported::TooLarge { bytes: bytes.len() }));
         }
         let graph = quantized.graph.unwrap_or_default();
         let report = Report {
@@ -550,6 +537,9 @@ impl Calibrated<'_> {
     }
 }
 
+/// Synthetic image input name → label of the value range its images span, e.g. `[0, 255]`.
+type ImageRangeLabels = BTreeMap<String, String>;
+
 /// The calibration samples `calibration` names, with the value range of each synthetic image
 /// input (input name → label such as `[0, 255]`, for the report); synthetic samples are shaped
 /// on `calibration_model`, the part of the model ONNX Runtime can run.
@@ -563,7 +553,7 @@ fn calibration_data(
     specs: &[calibrate::data::InputSpec],
     options: &QuantizeOptions,
     path: &Path,
-) -> Result<(CalibrationData, BTreeMap<String, String>)> {
+) -> Result<(CalibrationData, ImageRangeLabels)> {
     let mut synthetic_image_ranges = BTreeMap::new();
     let data = match calibration {
         Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, specs)?,
@@ -679,7 +669,7 @@ fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, 
 
 /// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic integer
 /// inputs are token ids, which a shape, index or size input cannot take.
-fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> String {
+fn synthetic_rejected(specs: &[calibrate::data::InputSpec], source: &ort::Error) -> String {
     use crate::onnx::dtype;
     let ints: Vec<String> = specs
         .iter()
@@ -704,7 +694,7 @@ fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> St
         )
     };
     format!(
-        "ONNX Runtime failed on synthetic calibration data ({message}){tokens}; give calibration samples"
+        "ONNX Runtime failed on synthetic calibration data ({source}){tokens}; give calibration samples"
     )
 }
 
@@ -719,9 +709,9 @@ fn synthetic_rejected(specs: &[calibrate::data::InputSpec], message: &str) -> St
 pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
     let model = decode(path, model_bytes)?;
     if !onnx::external::files(&model, Path::new("")).is_ok_and(|f| f.is_empty()) {
-        return Err(unsupported(path, "external data is not read offline".into()));
+        return Err(Error::unsupported(path, Unsupported::ExternalOffline));
     }
-    let normalized = crate::normalize::normalize(model).map_err(|r| unsupported(path, r))?;
+    let normalized = crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))?;
     let types = crate::types::infer_elem_types(normalized.graph());
     let plan = plan::plan(normalized.graph(), &types, &PlanOptions::default());
     let unit = Range {
@@ -739,7 +729,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         gptq_rounding: false,
     };
     let builder = Builder::new(normalized.model(), &types, statistics, HashMap::new(), weights, false);
-    let built = (builder.build(&KeptFloat::default())).map_err(|r| unsupported(path, r))?;
+    let built = (builder.build(&KeptFloat::default())).map_err(|r| Error::unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
 }
 

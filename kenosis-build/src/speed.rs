@@ -81,10 +81,8 @@ pub fn measure(
     let inputs = sample_inputs(input_names, sample, path)?;
     let run = |s: &mut Session| -> Result<Duration> {
         let started = Instant::now();
-        s.run(borrowed(&inputs)).map_err(|e| Error::Runtime {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
+        s.run(borrowed(&inputs))
+            .map_err(|e| Error::runtime(path, e))?;
         Ok(started.elapsed())
     };
     for _ in 0..WARMUP_RUNS {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::ReadNpyExt;
 
-use crate::error::{Error, Result};
+use crate::error::{BadNpy, BadSample, Error, Result};
 use crate::onnx::{dtype, GraphProto};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
@@ -220,7 +220,7 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
         for (spec, files) in inputs.iter().zip(&per_input) {
             let path = &files[s];
             let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-            sample.push(read_sample(&bytes, spec).map_err(|reason| bad(path, reason))?);
+            sample.push(read_sample(&bytes, spec).map_err(|reason| bad(path, reason.to_string()))?);
             data.files.push(path.clone());
         }
         data.samples.push(sample);
@@ -234,19 +234,22 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
 /// input's declared dims (a missing leading batch dimension is added).
 ///
 /// # Errors
-/// A message (without the file name, which the caller adds) when the bytes are not an
+/// [`BadSample`] (without the file name, which the caller adds) when the bytes are not an
 /// `.npy` file, its header declares more data than it holds (see [`check_npy_size`]), or
 /// its dtype or shape does not fit the input.
-pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, BadSample> {
     fn read<T: ndarray_npy::ReadableElement>(
         bytes: &[u8],
         spec: &InputSpec,
-        npy: &str,
-    ) -> std::result::Result<ArrayD<T>, String> {
-        let expects =
-            |e: &dyn std::fmt::Display| format!("input `{}` expects {npy} data: {e}", spec.name);
-        check_npy_size(bytes, std::mem::size_of::<T>()).map_err(|e| expects(&e))?;
-        ArrayD::<T>::read_npy(bytes).map_err(|e| expects(&e))
+        npy: &'static str,
+    ) -> std::result::Result<ArrayD<T>, BadSample> {
+        check_npy_size(bytes, std::mem::size_of::<T>())
+            .and_then(|()| Ok(ArrayD::<T>::read_npy(bytes)?))
+            .map_err(|source| BadSample::Data {
+                input: spec.name.clone(),
+                npy,
+                source,
+            })
     }
     let value = match spec.elem_type {
         dtype::FLOAT => SampleValue::F32(read(bytes, spec, "float32 (<f4)")?),
@@ -256,13 +259,11 @@ pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<Sample
         dtype::INT8 => SampleValue::I8(read(bytes, spec, "int8 (|i1)")?),
         dtype::UINT8 => SampleValue::U8(read(bytes, spec, "uint8 (|u1)")?),
         dtype::BOOL => SampleValue::Bool(read(bytes, spec, "bool (|b1)")?),
-        other => {
-            return Err(format!(
-                "input `{}` has element type {}; Kenosis calibrates float32, int64, int32, \
-                 int16, int8, uint8 and bool inputs",
-                spec.name,
-                dtype::name(other)
-            ))
+        elem_type => {
+            return Err(BadSample::ElementType {
+                input: spec.name.clone(),
+                elem_type,
+            })
         }
     };
     fit_shape(value, spec)
@@ -275,11 +276,11 @@ pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<Sample
 /// file holds.
 ///
 /// # Errors
-/// A message stating the declared and the actual sizes.
-pub fn check_npy_size(bytes: &[u8], elem_size: usize) -> std::result::Result<(), String> {
+/// [`BadNpy`] stating the declared and the actual sizes.
+pub fn check_npy_size(bytes: &[u8], elem_size: usize) -> std::result::Result<(), BadNpy> {
     const MAGIC: &[u8] = b"\x93NUMPY";
     if bytes.len() < MAGIC.len() + 2 || !bytes.starts_with(MAGIC) {
-        return Err("not an .npy file (no \\x93NUMPY magic string)".into());
+        return Err(BadNpy::NotNpy);
     }
     let (prefix, header_len) = match bytes[MAGIC.len()] {
         1 => (
@@ -294,49 +295,42 @@ pub fn check_npy_size(bytes: &[u8], elem_size: usize) -> std::result::Result<(),
                 .get(8..12)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
         ),
-        v => return Err(format!(".npy format version {v} is not supported")),
+        v => return Err(BadNpy::Version(v)),
     };
-    let header_len = header_len.ok_or("the .npy header is truncated")?;
+    let header_len = header_len.ok_or(BadNpy::TruncatedHeader)?;
     let data_start = prefix + header_len;
     if data_start > bytes.len() {
-        return Err(format!(
-            "the .npy header declares {header_len} header bytes but the file has {} bytes",
-            bytes.len()
-        ));
+        return Err(BadNpy::HeaderPastEnd {
+            header_len,
+            file_len: bytes.len(),
+        });
     }
     let header = ndarray_npy::npy::header::Header::from_reader(&mut &bytes[..data_start])
-        .map_err(|e| format!("bad .npy header: {e}"))?;
+        .map_err(BadNpy::Header)?;
     let data = bytes.len() - data_start;
     let declared = header
         .shape
         .iter()
         .try_fold(elem_size, |acc, &d| acc.checked_mul(d));
     if declared != Some(data) {
-        return Err(format!(
-            "the .npy header declares shape {:?} ({} bytes of data) but the file holds {data} bytes after it",
-            header.shape,
-            declared.map_or("more than usize::MAX".to_owned(), |d| d.to_string()),
-        ));
+        return Err(BadNpy::Size {
+            shape: header.shape,
+            declared,
+            held: data,
+        });
     }
     Ok(())
 }
 
 /// Checks a sample's shape against the declared dims, adding a leading batch axis of 1 when
 /// the sample has one dimension fewer than the input.
-fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<SampleValue, String> {
+fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<SampleValue, BadSample> {
     let shape = value.shape().to_vec();
     let rank = spec.dims.len();
     let full: Vec<usize> = if !spec.dims.is_empty() && shape.len() + 1 == rank {
         std::iter::once(1).chain(shape.iter().copied()).collect()
     } else {
         shape.clone()
-    };
-    let expected = || {
-        spec.dims
-            .iter()
-            .map(|d| d.map_or("?".to_owned(), |v| v.to_string()))
-            .collect::<Vec<_>>()
-            .join(", ")
     };
     if !spec.dims.is_empty() {
         let fits = full.len() == rank
@@ -345,16 +339,19 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
                 .zip(&spec.dims)
                 .all(|(&a, d)| d.is_none_or(|d| d as usize == a));
         if !fits {
-            return Err(format!(
-                "input `{}` expects shape [{}] (batch dimension optional), found {shape:?}",
-                spec.name,
-                expected()
-            ));
+            return Err(BadSample::Shape {
+                input: spec.name.clone(),
+                expected: spec.dims.clone(),
+                found: shape,
+            });
         }
     }
     // A Fortran-order file (`np.asfortranarray`, `np.save(path, x.T)`) is read with its
     // column-major strides; the row-major reshape needs the elements in row-major order.
-    fn reshaped<T: Clone>(a: ArrayD<T>, full: &[usize]) -> std::result::Result<ArrayD<T>, String> {
+    fn reshaped<T: Clone>(
+        a: ArrayD<T>,
+        full: &[usize],
+    ) -> std::result::Result<ArrayD<T>, BadSample> {
         let a = if a.is_standard_layout() {
             a
         } else {
@@ -362,7 +359,11 @@ fn fit_shape(value: SampleValue, spec: &InputSpec) -> std::result::Result<Sample
         };
         let shape = a.shape().to_vec();
         a.into_shape_with_order(IxDyn(full))
-            .map_err(|e| format!("cannot view shape {shape:?} as {full:?}: {e}"))
+            .map_err(|source| BadSample::Reshape {
+                shape,
+                full: full.to_vec(),
+                source,
+            })
     }
     Ok(match value {
         SampleValue::F32(a) => SampleValue::F32(reshaped(a, &full)?),
@@ -419,22 +420,22 @@ mod tests {
             // Every other type's file is refused, naming the type expected.
             for (other, other_bytes) in &cases {
                 if other != elem_type {
-                    let err = read_sample(other_bytes, &input).unwrap_err();
+                    let err = read_sample(other_bytes, &input).unwrap_err().to_string();
                     assert!(err.contains("input `ids` expects"), "{err}");
                 }
             }
         }
         let int32 = read_sample(&cases[0].1, &spec(dtype::INT32, "ids", &[1, 4], None));
         assert_eq!(
-            int32,
-            Ok(SampleValue::I32(
+            int32.ok(),
+            Some(SampleValue::I32(
                 ArrayD::from_shape_vec(shape, vec![1, -2, 70000, 4]).unwrap()
             ))
         );
         let err = read_sample(&cases[1].1, &spec(dtype::INT32, "ids", &[1, 4], None)).unwrap_err();
-        assert!(err.contains("expects int32 (<i4) data"), "{err}");
+        assert!(err.to_string().contains("expects int32 (<i4) data"), "{err}");
         let err = read_sample(&cases[0].1, &spec(dtype::DOUBLE, "x", &[1, 4], None)).unwrap_err();
-        assert!(err.contains("has element type DOUBLE (11)"), "{err}");
+        assert!(err.to_string().contains("has element type DOUBLE (11)"), "{err}");
     }
 
     #[test]

@@ -166,13 +166,13 @@ fn search_after(hist: &Histogram, lo: f64, hi: f64, f: Activation) -> (f64, f64)
 /// exact value, over `bins` of `(count, centre, f(centre))`. `f` is evaluated once per level.
 fn squared_error_after(bins: &[(f64, f64, f64)], a: f64, b: f64, f: Activation) -> f64 {
     let scale = (b - a) / LEVELS;
-    let zp = (-a / scale).round();
+    let zero_point = (-a / scale).round();
     let level: Vec<f64> = (0..=LEVELS as usize)
-        .map(|q| f.apply((q as f64 - zp) * scale))
+        .map(|q| f.apply((q as f64 - zero_point) * scale))
         .collect();
     bins.iter()
         .map(|&(c, x, fx)| {
-            let q = ((x / scale).round() + zp).clamp(0.0, LEVELS) as usize;
+            let q = ((x / scale).round() + zero_point).clamp(0.0, LEVELS) as usize;
             let err = fx - level[q];
             c * err * err
         })
@@ -183,15 +183,15 @@ fn squared_error_after(bins: &[(f64, f64, f64)], a: f64, b: f64, f: Activation) 
 /// bin centres weighted by count (bins are ~8x finer than a quantization step at `t = 1`).
 fn squared_error(hist: &Histogram, a: f64, b: f64) -> f64 {
     let scale = (b - a) / LEVELS;
-    let zp = (-a / scale).round();
+    let zero_point = (-a / scale).round();
     hist.counts
         .iter()
         .enumerate()
         .filter(|(_, &c)| c > 0)
         .map(|(k, &c)| {
             let x = hist.center(k);
-            let q = ((x / scale).round() + zp).clamp(0.0, LEVELS);
-            let err = x - (q - zp) * scale;
+            let q = ((x / scale).round() + zero_point).clamp(0.0, LEVELS);
+            let err = x - (q - zero_point) * scale;
             c as f64 * err * err
         })
         .sum()
@@ -364,13 +364,13 @@ mod tests {
     fn error_after(values: &[f32], (lo, hi): (f32, f32), f: Activation) -> f64 {
         let (lo, hi) = (f64::from(lo), f64::from(hi));
         let scale = (hi - lo) / LEVELS;
-        let zp = (-lo / scale).round();
+        let zero_point = (-lo / scale).round();
         let total: f64 = values
             .iter()
             .map(|&v| {
                 let x = f64::from(v);
-                let q = ((x / scale).round() + zp).clamp(0.0, LEVELS);
-                (f.apply((q - zp) * scale) - f.apply(x)).powi(2)
+                let q = ((x / scale).round() + zero_point).clamp(0.0, LEVELS);
+                (f.apply((q - zero_point) * scale) - f.apply(x)).powi(2)
             })
             .sum();
         total / values.len() as f64

@@ -14,8 +14,10 @@ use super::stats::{ChannelAxis, ChannelMoments, Histogram};
 use crate::error::{Error, Result};
 use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
 
-/// The process-wide ONNX Runtime environment, created on first use.
-static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+/// The process-wide ONNX Runtime environment, created on first use, or ONNX Runtime's
+/// reason it could not be.
+static ENV: OnceLock<std::result::Result<ort::environment::Environment, ort::Error>> =
+    OnceLock::new();
 
 /// Whether this process has called into ONNX Runtime (created its environment): a build whose
 /// models all come from the cache does not.
@@ -24,18 +26,16 @@ pub fn runtime_used() -> bool {
 }
 
 /// The process-wide ONNX Runtime environment (created on first use).
+///
+/// # Errors
+/// [`Error::Runtime`] naming `path` when ONNX Runtime cannot create it; every later call
+/// gives the same error (`ort::Error` is not `Clone`: a copy with its code and message).
 pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
-    ENV.get_or_init(|| {
-        ort::init()
-            .with_name("kenosis-build")
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(|message| Error::Runtime {
-        path: path.to_owned(),
-        message: message.clone(),
-    })
+    ENV.get_or_init(|| ort::init().with_name("kenosis-build").build())
+        .as_ref()
+        .map_err(|e| {
+            Error::runtime(path, ort::Error::new_with_code(e.code(), e.message()))
+        })
 }
 
 /// Creates a session for the encoded model `model_bytes` with the given optimization level
@@ -63,14 +63,8 @@ pub fn session_with_config(
     threads: usize,
     config: &[(&str, &str)],
 ) -> Result<Session> {
-    let rt = |e: ort::Error| Error::Runtime {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
-    let rtb = |e: ort::Error<ort::session::builder::SessionBuilder>| Error::Runtime {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
+    let rt = |e: ort::Error| Error::runtime(path, e);
+    let rtb = |e: ort::Error<ort::session::builder::SessionBuilder>| Error::runtime(path, e);
     let mut builder = Session::builder(environment(path)?)
         .map_err(rt)?
         .with_optimization_level(level)
@@ -105,10 +99,7 @@ pub fn sample_inputs(
     sample: &[SampleValue],
     path: &Path,
 ) -> Result<Vec<(String, DynValue)>> {
-    let rt = |e: ort::Error| Error::Runtime {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
+    let rt = |e: ort::Error| Error::runtime(path, e);
     input_names
         .iter()
         .zip(sample)
@@ -233,7 +224,8 @@ impl TensorObserver {
 /// not depend on the thread count).
 ///
 /// # Errors
-/// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample.
+/// [`Error::Runtime`] when ONNX Runtime rejects the model or a sample,
+/// [`Error::MissingOutput`] when a run leaves out a tensor exposed as an output.
 pub fn observe(
     model: &ModelProto,
     histograms: &[String],
@@ -278,18 +270,15 @@ pub fn observe(
             })
         })
         .collect();
-    let rt = |e: ort::Error| Error::Runtime {
-        path: path.to_owned(),
-        message: e.to_string(),
-    };
+    let rt = |e: ort::Error| Error::runtime(path, e);
     for sample in samples {
         let inputs = sample_inputs(input_names, sample, path)?;
         let outputs = session.run(borrowed(&inputs)).map_err(rt)?;
         let mut extracted = Vec::with_capacity(exposed.len());
         for t in &exposed {
-            let value = outputs.get(t).ok_or_else(|| Error::Runtime {
+            let value = outputs.get(t).ok_or_else(|| Error::MissingOutput {
                 path: path.to_owned(),
-                message: format!("observed tensor `{t}` missing from outputs"),
+                tensor: t.clone(),
             })?;
             // Element types are inferred without full shape inference; a tensor that turns
             // out not to be float is simply not observed, and so stays unquantized.

@@ -16,6 +16,7 @@
 use std::collections::HashSet;
 
 use super::conv;
+use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{tensor, GraphProto};
 
@@ -35,8 +36,8 @@ pub struct Folded {
 /// completely.
 ///
 /// # Errors
-/// When a constant's payload is unreadable.
-pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, String> {
+/// [`BadTensor`] when a constant's payload is unreadable.
+pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, BadTensor> {
     let mut total = Folded::default();
     // One pass folds one op per Conv (the index is built once); the next sees the Conv
     // writing the folded op's output.
@@ -50,7 +51,7 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, Strin
     }
 }
 
-fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, String> {
+fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, BadTensor> {
     let index = GraphIndex::new(graph);
     let mut folds = Vec::new();
     for (op_idx, op) in graph.node.iter().enumerate() {

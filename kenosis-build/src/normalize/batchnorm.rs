@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::conv;
+use crate::error::{BadOperator, Unsupported};
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, tensor, GraphProto};
 
@@ -14,8 +15,10 @@ use crate::onnx::{attr, tensor, GraphProto};
 /// Returns the number folded.
 ///
 /// # Errors
-/// When a folded tensor's payload is unreadable.
-pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String> {
+/// [`Unsupported::Tensor`] when a folded tensor's payload is unreadable,
+/// [`Unsupported::Operator`] when the parameters' lengths do not match the convolution's
+/// output channels.
+pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, Unsupported> {
     let index = GraphIndex::new(graph);
     let mut folds = Vec::new();
     for (bn_idx, bn) in graph.node.iter().enumerate() {
@@ -45,18 +48,23 @@ pub fn fold(graph: &mut GraphProto, names: &mut NameGen) -> Result<usize, String
             .iter()
             .any(|v| v.len() != out_channels)
         {
-            return Err(format!("BatchNormalization `{}` has parameters that do not match the Conv's {out_channels} output channels", bn.name()));
+            return Err(BadOperator::BatchNormChannels {
+                node: bn.name().to_owned(),
+                channels: out_channels,
+            }
+            .into());
         }
         let bias = match graph.node[conv.node].input.get(2).filter(|b| !b.is_empty()) {
             Some(b) => get(graph, b)?,
             None => vec![0.0; out_channels],
         };
         if bias.len() != out_channels {
-            return Err(format!(
-                "Conv `{}` has {} bias values for its {out_channels} output channels",
-                graph.node[conv.node].name(),
-                bias.len()
-            ));
+            return Err(BadOperator::BiasChannels {
+                node: graph.node[conv.node].name().to_owned(),
+                found: bias.len(),
+                channels: out_channels,
+            }
+            .into());
         }
         let factors: Vec<f64> = (0..out_channels)
             .map(|c| f64::from(gamma[c]) / (f64::from(var[c]) + eps).sqrt())

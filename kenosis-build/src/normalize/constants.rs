@@ -3,14 +3,15 @@
 
 use std::collections::HashMap;
 
+use crate::error::BadOperator;
 use crate::onnx::{attr, tensor, GraphProto, TensorProto};
 
 /// Moves every default-domain `Constant` node of the main graph into `graph.initializer`,
 /// merging byte-identical tensors. Returns the number of Constant nodes removed.
 ///
 /// # Errors
-/// When a Constant node carries no supported value attribute.
-pub fn extract(graph: &mut GraphProto) -> Result<usize, String> {
+/// [`BadOperator`] when a Constant node carries no supported value attribute.
+pub fn extract(graph: &mut GraphProto) -> Result<usize, BadOperator> {
     // Identical payloads (shared weights exported once per use) → one initializer.
     let mut by_content: HashMap<(i32, Vec<i64>, Vec<u8>), String> = HashMap::new();
     let mut aliases: Vec<(String, String)> = Vec::new();
@@ -70,19 +71,26 @@ fn content_key(t: &TensorProto) -> Option<(i32, Vec<i64>, Vec<u8>)> {
         .map(|raw| (t.data_type(), t.dims.clone(), raw.clone()))
 }
 
-fn constant_value(node: &crate::onnx::NodeProto, name: &str) -> Result<TensorProto, String> {
+fn constant_value(node: &crate::onnx::NodeProto, name: &str) -> Result<TensorProto, BadOperator> {
     if let Some(t) = attr::tensor(node, "value") {
         return Ok(t.clone());
     }
     let a = node
         .attribute
         .first()
-        .ok_or_else(|| format!("Constant node producing `{name}` has no value"))?;
+        .ok_or_else(|| BadOperator::ConstantWithoutValue {
+            output: name.to_owned(),
+        })?;
     Ok(match a.name() {
         "value_float" => tensor::from_f32(name, &[], &[a.f()]),
         "value_floats" => tensor::from_f32(name, &[a.floats.len() as i64], &a.floats),
         "value_int" => tensor::from_i64(name, &[], &[a.i()]),
         "value_ints" => tensor::from_i64(name, &[a.ints.len() as i64], &a.ints),
-        other => return Err(format!("Constant node producing `{name}` uses attribute `{other}`, which Kenosis does not support")),
+        other => {
+            return Err(BadOperator::ConstantAttribute {
+                output: name.to_owned(),
+                attribute: other.to_owned(),
+            })
+        }
     })
 }

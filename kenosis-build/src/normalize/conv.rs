@@ -2,6 +2,7 @@
 //! ConvTranspose can absorb a per-channel op that follows it, and how the scaled weight and
 //! the folded bias are written back.
 
+use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{self, tensor, GraphProto, NodeProto};
 
@@ -68,14 +69,14 @@ pub(super) fn out_channels(node: &NodeProto, w_dims: &[i64]) -> Option<(usize, u
 /// constants); `index` must still locate the original.
 ///
 /// # Errors
-/// When the weight's payload is unreadable.
+/// [`BadTensor`] when the weight's payload is unreadable.
 pub(super) fn scale_weight(
     graph: &mut GraphProto,
     index: &GraphIndex,
     names: &mut NameGen,
     conv: &Foldable,
     factor: impl Fn(usize) -> f64,
-) -> Result<(), String> {
+) -> Result<(), BadTensor> {
     let w_init = &graph.initializer[index.initializer[&graph.node[conv.node].input[1]]];
     let dims = w_init.dims.clone();
     let mut w = tensor::to_f32(w_init)?;

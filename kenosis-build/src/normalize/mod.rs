@@ -23,6 +23,7 @@ mod split;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::error::{Unsupported, Versioned};
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{self, ModelProto};
 
@@ -119,22 +120,28 @@ impl Normalized {
 /// Normalizes `model`.
 ///
 /// # Errors
-/// A message (the caller adds the file name) when the IR or opset version is out of range,
-/// the model has no graph or its graph no node, an operator cannot be upgraded to opset 13,
-/// or the graph is malformed (a node without output, dangling input, cycle).
-pub fn normalize(mut model: ModelProto) -> Result<Normalized, String> {
+/// [`Unsupported`] (the caller adds the file name) when the IR or opset version is out of
+/// range, the model has no graph or its graph no node, is already quantized, an operator
+/// cannot be upgraded to opset 13, a tensor payload does not match its dims, or the graph is
+/// malformed (a node without output, dangling input, cycle).
+pub fn normalize(mut model: ModelProto) -> Result<Normalized, Unsupported> {
     let ir = model.ir_version();
     if !(3..=MAX_IR_VERSION).contains(&ir) {
-        return Err(format!(
-            "IR version {ir} is not supported (supported: 3 to {MAX_IR_VERSION})"
-        ));
+        return Err(Unsupported::Version {
+            what: Versioned::Ir,
+            found: ir,
+            min: 3,
+            max: MAX_IR_VERSION,
+        });
     }
-    let opset =
-        onnx::default_opset(&model).ok_or("the model imports no default-domain (ai.onnx) opset")?;
+    let opset = onnx::default_opset(&model).ok_or(Unsupported::NoDefaultOpset)?;
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
-        return Err(format!(
-            "opset {opset} is not supported (supported: {MIN_OPSET} to {MAX_OPSET})"
-        ));
+        return Err(Unsupported::Version {
+            what: Versioned::Opset,
+            found: opset,
+            min: MIN_OPSET,
+            max: MAX_OPSET,
+        });
     }
     let mut summary = NormalizeSummary {
         opset_before: opset,
@@ -142,10 +149,10 @@ pub fn normalize(mut model: ModelProto) -> Result<Normalized, String> {
         ..Default::default()
     };
     // Taken out while the graph passes run, put back for the fusions, which edit imports.
-    let mut taken = model.graph.take().ok_or("the model has no graph")?;
+    let mut taken = model.graph.take().ok_or(Unsupported::NoGraph)?;
     let graph = &mut taken;
     if graph.node.is_empty() {
-        return Err("the graph has no nodes".into());
+        return Err(Unsupported::EmptyGraph);
     }
     reject_quantized(graph)?;
     // Older IR versions list initializers as graph inputs too; ORT then treats them as
@@ -214,7 +221,7 @@ const QUANTIZED_OPS: &[&str] = &[
 
 /// Quantizing a quantized model again would stack a second rounding on the first; refuse it
 /// and say what was found.
-fn reject_quantized(graph: &onnx::GraphProto) -> Result<(), String> {
+fn reject_quantized(graph: &onnx::GraphProto) -> Result<(), Unsupported> {
     let found: Vec<&str> = graph
         .node
         .iter()
@@ -222,10 +229,10 @@ fn reject_quantized(graph: &onnx::GraphProto) -> Result<(), String> {
         .filter(|op| QUANTIZED_OPS.contains(op))
         .collect();
     if let Some(first) = found.first() {
-        return Err(format!(
-            "the model is already quantized ({} quantization nodes, e.g. {first}); give Kenosis the FP32 original",
-            found.len()
-        ));
+        return Err(Unsupported::AlreadyQuantized {
+            count: found.len(),
+            example: (*first).to_owned(),
+        });
     }
     Ok(())
 }

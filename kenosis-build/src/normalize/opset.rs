@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use crate::error::{BadOperator, NodeRef, Removed};
 use crate::graph::NameGen;
 use crate::onnx::{attr, make_node, tensor, GraphProto, ModelProto, NodeProto, TensorProto};
 
@@ -27,7 +28,11 @@ const NO_EQUIVALENT: &[&str] = &[
 ];
 
 /// Upgrades every default-domain node of `graph` (and its subgraphs) from `from` to 13.
-pub fn upgrade(graph: &mut GraphProto, from: i64, names: &mut NameGen) -> Result<(), String> {
+///
+/// # Errors
+/// [`BadOperator`] for a node with no opset-13 equivalent, or without the attribute or input
+/// its conversion reads.
+pub fn upgrade(graph: &mut GraphProto, from: i64, names: &mut NameGen) -> Result<(), BadOperator> {
     let ranks = known_ranks(graph);
     let mut new_inits: Vec<TensorProto> = Vec::new();
     let mut out_nodes: Vec<NodeProto> = Vec::with_capacity(graph.node.len());
@@ -150,8 +155,18 @@ struct Converter<'a> {
 }
 
 impl Converter<'_> {
-    fn label(&self) -> String {
-        format!("{} node `{}`", self.node.op_type(), self.node.name())
+    fn not_upgradable(&self, what: Removed) -> BadOperator {
+        BadOperator::NotUpgradable {
+            node: NodeRef::of(self.node),
+            what,
+        }
+    }
+
+    fn missing(&self, what: &'static str) -> BadOperator {
+        BadOperator::Missing {
+            node: NodeRef::of(self.node),
+            what,
+        }
     }
 
     /// Moves integer-list attribute `name` into a new INT64 initializer at input `slot`.
@@ -182,21 +197,15 @@ impl Converter<'_> {
         &mut self,
         from: i64,
         ranks: &HashMap<String, Vec<i64>>,
-    ) -> Result<Vec<NodeProto>, String> {
+    ) -> Result<Vec<NodeProto>, BadOperator> {
         let op = self.node.op_type().to_owned();
         if NO_EQUIVALENT.contains(&op.as_str()) {
-            return Err(format!(
-                "{} uses an operator removed from ONNX; it has no opset-13 equivalent",
-                self.label()
-            ));
+            return Err(self.not_upgradable(Removed::Operator));
         }
         match op.as_str() {
             "BatchNormalization" if from < 9 => {
                 if attr::int(self.node, "spatial", 1) != 1 {
-                    return Err(format!(
-                        "{} uses spatial=0, which opset 9 removed",
-                        self.label()
-                    ));
+                    return Err(self.not_upgradable(Removed::SpatialBatchNorm));
                 }
                 for a in ["spatial", "is_test", "consumed_inputs"] {
                     attr::remove(self.node, a);
@@ -228,7 +237,7 @@ impl Converter<'_> {
             "TopK" if from < 10 => {
                 let k = attr::remove(self.node, "k")
                     .and_then(|a| a.i)
-                    .ok_or_else(|| format!("{} has no k", self.label()))?;
+                    .ok_or_else(|| self.missing("k"))?;
                 let init = self.names.fresh(&format!("{}_k", self.node.name()));
                 self.inits.push(tensor::from_i64(&init, &[1], &[k]));
                 self.set_input(1, init);
@@ -250,12 +259,7 @@ impl Converter<'_> {
                 attr::set(self.node, attr::make_string("nearest_mode", "floor"));
             }
             "Scatter" => self.node.op_type = Some("ScatterElements".into()),
-            "Scan" if from < 9 => {
-                return Err(format!(
-                    "{}: Scan before opset 9 has a batch axis that cannot be converted",
-                    self.label()
-                ))
-            }
+            "Scan" if from < 9 => return Err(self.not_upgradable(Removed::BatchedScan)),
             "Softmax" | "LogSoftmax" | "Hardmax" => return self.softmax_semantics(ranks),
             _ => {}
         }
@@ -263,11 +267,11 @@ impl Converter<'_> {
     }
 
     /// Upsample (opsets 7-9) → Resize 13 with the same (asymmetric, floor) coordinate mapping.
-    fn upsample_to_resize(&mut self, from: i64) -> Result<(), String> {
+    fn upsample_to_resize(&mut self, from: i64) -> Result<(), BadOperator> {
         let scales = if from < 9 {
             let values = attr::remove(self.node, "scales")
                 .map(|a| a.floats)
-                .ok_or_else(|| format!("{} has no scales", self.label()))?;
+                .ok_or_else(|| self.missing("scales"))?;
             let init = self.names.fresh(&format!("{}_scales", self.node.name()));
             self.inits
                 .push(tensor::from_f32(&init, &[values.len() as i64], &values));
@@ -277,7 +281,7 @@ impl Converter<'_> {
                 .input
                 .get(1)
                 .cloned()
-                .ok_or_else(|| format!("{} has no scales input", self.label()))?
+                .ok_or_else(|| self.missing("scales input"))?
         };
         let mode = attr::string(self.node, "mode").unwrap_or_else(|| "nearest".into());
         self.node.op_type = Some("Resize".into());
@@ -302,7 +306,7 @@ impl Converter<'_> {
     fn softmax_semantics(
         &mut self,
         ranks: &HashMap<String, Vec<i64>>,
-    ) -> Result<Vec<NodeProto>, String> {
+    ) -> Result<Vec<NodeProto>, BadOperator> {
         let axis = attr::int(self.node, "axis", 1);
         let dims = ranks.get(&self.node.input[0]);
         let same = dims.is_some_and(|d| {

@@ -49,6 +49,31 @@ pub mod dtype {
     }
 }
 
+/// A node as reasons name it: `` `name` (OpType) ``.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRef {
+    /// The node's name.
+    pub name: String,
+    /// The node's operator.
+    pub op_type: String,
+}
+
+impl NodeRef {
+    /// The name and operator of `node`.
+    pub fn of(node: &NodeProto) -> Self {
+        NodeRef {
+            name: node.name().to_owned(),
+            op_type: node.op_type().to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for NodeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` ({})", self.name, self.op_type)
+    }
+}
+
 /// The default (`ai.onnx`) operator domain is written as `""` or `"ai.onnx"`.
 pub fn is_default_domain(domain: &str) -> bool {
     domain.is_empty() || domain == "ai.onnx"

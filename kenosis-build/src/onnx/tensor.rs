@@ -6,6 +6,57 @@
 
 use super::{dtype, TensorProto};
 
+/// A tensor whose payload does not hold what its type and dims declare.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadTensor {
+    /// `raw_data` does not split into whole elements.
+    #[error("tensor `{tensor}`: raw_data length {len} is not a multiple of {elem_size}")]
+    RawLength {
+        /// The tensor.
+        tensor: String,
+        /// Bytes in `raw_data`.
+        len: usize,
+        /// Bytes per element.
+        elem_size: usize,
+    },
+    /// Negative or overflowing dims.
+    #[error("tensor `{tensor}` has invalid dims {dims:?}")]
+    Dims {
+        /// The tensor.
+        tensor: String,
+        /// Its dims.
+        dims: Vec<i64>,
+    },
+    /// The payload holds another number of values than the dims declare.
+    #[error("tensor `{tensor}` has dims {dims:?} ({expected} elements) but holds {held} values")]
+    Count {
+        /// The tensor.
+        tensor: String,
+        /// Its dims.
+        dims: Vec<i64>,
+        /// Elements the dims declare.
+        expected: usize,
+        /// Values the payload holds.
+        held: usize,
+    },
+    /// The data type is not the one the reader expects.
+    #[error("tensor `{tensor}` has data type {found}, expected {expected}")]
+    DataType {
+        /// The tensor.
+        tensor: String,
+        /// Its `TensorProto.DataType` code.
+        found: i32,
+        /// What the reader takes, e.g. `float`.
+        expected: &'static str,
+    },
+    /// The data lives in an external file the reader was not given.
+    #[error("tensor `{tensor}` keeps its data in an external file; save the model with its weights inside the .onnx file")]
+    External {
+        /// The tensor.
+        tensor: String,
+    },
+}
+
 /// Number of elements implied by `dims`, or `None` on a negative dim or overflow.
 pub fn element_count(dims: &[i64]) -> Option<usize> {
     dims.iter()
@@ -42,8 +93,8 @@ pub fn float_payload_matches_dims(t: &TensorProto) -> bool {
 /// types whose storage is not checked here (strings, complex, 4-bit and 8-bit floats), pass.
 ///
 /// # Errors
-/// A message naming the tensor, its declared dims and the values it holds.
-pub fn check_payload(t: &TensorProto) -> Result<(), String> {
+/// [`BadTensor`] naming the tensor, its declared dims and the values it holds.
+pub fn check_payload(t: &TensorProto) -> Result<(), BadTensor> {
     if super::external::is_external(t) {
         return Ok(());
     }
@@ -64,11 +115,11 @@ pub fn check_payload(t: &TensorProto) -> Result<(), String> {
     let held = match &t.raw_data {
         Some(raw) => {
             if raw.len() % size != 0 {
-                return Err(format!(
-                    "tensor `{}`: raw_data length {} is not a multiple of {size}",
-                    t.name(),
-                    raw.len()
-                ));
+                return Err(BadTensor::RawLength {
+                    tensor: t.name().to_owned(),
+                    len: raw.len(),
+                    elem_size: size,
+                });
             }
             raw.len() / size
         }
@@ -77,25 +128,27 @@ pub fn check_payload(t: &TensorProto) -> Result<(), String> {
     check_len(t, held)
 }
 
-fn check_inline(t: &TensorProto) -> Result<(), String> {
+fn check_inline(t: &TensorProto) -> Result<(), BadTensor> {
     if super::external::is_external(t) {
-        return Err(format!(
-            "tensor `{}` keeps its data in an external file; save the model with its weights inside the .onnx file",
-            t.name()
-        ));
+        return Err(BadTensor::External {
+            tensor: t.name().to_owned(),
+        });
     }
     Ok(())
 }
 
-fn check_len(t: &TensorProto, len: usize) -> Result<(), String> {
-    let expected = element_count(&t.dims)
-        .ok_or_else(|| format!("tensor `{}` has invalid dims {:?}", t.name(), t.dims))?;
-    if expected != len {
-        return Err(format!(
-            "tensor `{}` has dims {:?} ({expected} elements) but holds {len} values",
-            t.name(),
-            t.dims
-        ));
+fn check_len(t: &TensorProto, held: usize) -> Result<(), BadTensor> {
+    let expected = element_count(&t.dims).ok_or_else(|| BadTensor::Dims {
+        tensor: t.name().to_owned(),
+        dims: t.dims.clone(),
+    })?;
+    if expected != held {
+        return Err(BadTensor::Count {
+            tensor: t.name().to_owned(),
+            dims: t.dims.clone(),
+            expected,
+            held,
+        });
     }
     Ok(())
 }
@@ -107,13 +160,13 @@ fn check_len(t: &TensorProto, len: usize) -> Result<(), String> {
 fn from_raw<const N: usize, T>(
     t: &TensorProto,
     decode: fn([u8; N]) -> T,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, BadTensor> {
     if !t.raw_data().len().is_multiple_of(N) {
-        return Err(format!(
-            "tensor `{}`: raw_data length {} is not a multiple of {N}",
-            t.name(),
-            t.raw_data().len()
-        ));
+        return Err(BadTensor::RawLength {
+            tensor: t.name().to_owned(),
+            len: t.raw_data().len(),
+            elem_size: N,
+        });
     }
     Ok(t.raw_data()
         .chunks_exact(N)
@@ -124,8 +177,9 @@ fn from_raw<const N: usize, T>(
 /// The values of a float tensor (FLOAT or DOUBLE) as `f32`, row-major.
 ///
 /// # Errors
-/// A message naming the tensor when it is not float, external, or its size mismatches `dims`.
-pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, String> {
+/// [`BadTensor`] naming the tensor when it is not float, external, or its size mismatches
+/// `dims`.
+pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, BadTensor> {
     check_inline(t)?;
     let values = match t.data_type() {
         dtype::FLOAT if t.raw_data.is_some() => from_raw(t, f32::from_le_bytes)?,
@@ -135,11 +189,12 @@ pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, String> {
             .map(|v| v as f32)
             .collect(),
         dtype::DOUBLE => t.double_data.iter().map(|&v| v as f32).collect(),
-        other => {
-            return Err(format!(
-                "tensor `{}` has data type {other}, expected float",
-                t.name()
-            ))
+        found => {
+            return Err(BadTensor::DataType {
+                tensor: t.name().to_owned(),
+                found,
+                expected: "float",
+            })
         }
     };
     check_len(t, values.len())?;
@@ -149,8 +204,8 @@ pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, String> {
 /// The values of an integer tensor (INT64, INT32, INT8, UINT8) as `i64`, row-major.
 ///
 /// # Errors
-/// A message naming the tensor when it is not an integer tensor, external, or mis-sized.
-pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, String> {
+/// [`BadTensor`] naming the tensor when it is not an integer tensor, external, or mis-sized.
+pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, BadTensor> {
     check_inline(t)?;
     let raw = t.raw_data.is_some();
     let values = match t.data_type() {
@@ -165,11 +220,12 @@ pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, String> {
         dtype::INT32 | dtype::INT8 | dtype::UINT8 => {
             t.int32_data.iter().map(|&v| i64::from(v)).collect()
         }
-        other => {
-            return Err(format!(
-                "tensor `{}` has data type {other}, expected an integer type",
-                t.name()
-            ))
+        found => {
+            return Err(BadTensor::DataType {
+                tensor: t.name().to_owned(),
+                found,
+                expected: "an integer type",
+            })
         }
     };
     check_len(t, values.len())?;
@@ -267,6 +323,16 @@ mod tests {
         let mut t = from_f32("w", &[3], &[1.0, 2.0, 3.0]);
         t.dims = vec![4];
         let err = to_f32(&t).unwrap_err();
-        assert!(err.contains("`w`") && err.contains("4 elements"), "{err}");
+        let count = BadTensor::Count {
+            tensor: "w".into(),
+            dims: vec![4],
+            expected: 4,
+            held: 3,
+        };
+        assert_eq!(err, count);
+        assert_eq!(
+            err.to_string(),
+            "tensor `w` has dims [4] (4 elements) but holds 3 values"
+        );
     }
 }

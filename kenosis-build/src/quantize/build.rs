@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::calibrate::gram::PatchGram;
+use crate::error::Unsupported;
 use crate::onnx::ModelProto;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
@@ -91,8 +92,9 @@ impl<'m> Builder<'m> {
     /// `kept` activation tensors unquantized.
     ///
     /// # Errors
-    /// The rewrite's or the topological sort's reason, for a graph they cannot handle.
-    pub fn build(&self, kept: &KeptFloat) -> Result<Built, String> {
+    /// [`Unsupported`] with the rewrite's or the topological sort's reason, for a graph they
+    /// cannot handle.
+    pub fn build(&self, kept: &KeptFloat) -> Result<Built, Unsupported> {
         let mut model = self.model.clone();
         let graph = model.graph.get_or_insert_default();
         // Keeping nodes in FP32 after calibration can ask for a tensor calibration did not

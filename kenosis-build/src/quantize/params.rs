@@ -1,11 +1,12 @@
 //! All scale and zero-point arithmetic, in one place, in f64.
 //!
-//! Conventions follow the ONNX QuantizeLinear spec (`y = saturate(round(x / scale) + zp)`,
-//! round half to even) and ONNX Runtime's quantizer (`onnxruntime.quantization.quant_utils`):
-//! activations are asymmetric uint8 over a range widened to include 0 so that 0.0 is exactly
-//! representable (zero padding and ReLU outputs stay exact); weights are symmetric int8
-//! (`zp = 0`), optionally with a 7-bit "reduce-range" grid; biases are int32 with scale
-//! `x_scale · w_scale` and zero point 0, the layout QLinearConv/QGemm consume directly.
+//! Conventions follow the ONNX QuantizeLinear spec
+//! (`y = saturate(round(x / scale) + zero_point)`, round half to even) and ONNX Runtime's
+//! quantizer (`onnxruntime.quantization.quant_utils`): activations are asymmetric uint8 over
+//! a range widened to include 0 so that 0.0 is exactly representable (zero padding and ReLU
+//! outputs stay exact); weights are symmetric int8 (`zero_point = 0`), optionally with a
+//! 7-bit "reduce-range" grid; biases are int32 with scale `x_scale · w_scale` and zero point
+//! 0, the layout QLinearConv/QGemm consume directly.
 
 /// Largest int8 magnitude used for full-range symmetric weights (`[-127, 127]`, keeping the
 /// grid symmetric as ONNX Runtime does).
@@ -31,7 +32,7 @@ impl ActivationParams {
     /// Parameters for real range `[min, max]` (any order of magnitude; NaN-free).
     ///
     /// The range is first widened to include 0, then `scale = (max − min) / 255` and
-    /// `zp = round(−min / scale)` clamped to `[0, 255]`. An all-zero range gets scale 1.
+    /// `zero_point = round(−min / scale)` clamped to `[0, 255]`. An all-zero range gets scale 1.
     pub fn from_range(min: f32, max: f32) -> Self {
         let min = f64::from(min.min(0.0));
         let max = f64::from(max.max(0.0));
@@ -42,18 +43,18 @@ impl ActivationParams {
             };
         }
         let scale = ((max - min) / 255.0) as f32;
-        let zp = round_half_even(-min / f64::from(scale)).clamp(0.0, 255.0) as u8;
+        let zero_point = round_half_even(-min / f64::from(scale)).clamp(0.0, 255.0) as u8;
         Self {
             scale,
-            zero_point: zp,
+            zero_point,
         }
     }
 
     /// Like [`Self::from_range`] for a tensor that feeds straight into a Clip/Relu absorbed by
     /// ONNX Runtime's `ClipQuantFusion`/`ReluQuantFusion`: the range is cut to
     /// `[clip_min, clip_max]` and the scale nudged down until the quantized domain
-    /// `[scale·(0−zp), scale·(255−zp)]`, evaluated in f32 as ORT does, lies inside the clip
-    /// range; otherwise ORT keeps the Clip and the producing Conv cannot fuse.
+    /// `[scale·(0−zero_point), scale·(255−zero_point)]`, evaluated in f32 as ORT does, lies
+    /// inside the clip range; otherwise ORT keeps the Clip and the producing Conv cannot fuse.
     ///
     /// A clip range that is empty or not positive (`clip_max <= clip_min`, `clip_max <= 0`,
     /// or a NaN bound) gives [`Self::from_range`] of `[min, max]` unchanged: no positive
@@ -80,13 +81,13 @@ impl ActivationParams {
         p
     }
 
-    /// `round(x / scale) + zp`, saturated to uint8 (ONNX QuantizeLinear).
+    /// `round(x / scale) + zero_point`, saturated to uint8 (ONNX QuantizeLinear).
     pub fn quantize(&self, x: f32) -> u8 {
         (round_half_even(f64::from(x) / f64::from(self.scale)) + f64::from(self.zero_point))
             .clamp(0.0, 255.0) as u8
     }
 
-    /// `(q − zp) · scale` (ONNX DequantizeLinear).
+    /// `(q − zero_point) · scale` (ONNX DequantizeLinear).
     pub fn dequantize(&self, q: u8) -> f32 {
         (f64::from(q) - f64::from(self.zero_point)) as f32 * self.scale
     }

@@ -221,7 +221,7 @@ impl Planner<'_> {
                             self.rules.insert(i, rule);
                             self.plan.weights.push(w);
                         }
-                        Err(reason) => self.float(i, &reason),
+                        Err(reason) => self.float(i, &reason.to_string()),
                     }
                 }
                 _ => {
@@ -627,7 +627,8 @@ fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option
                 }
             };
             let (min, max) = (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?);
-            // ORT can only drop a Clip whose lower bound is at or below 0 (uint8 zp = 0 case).
+            // ORT can only drop a Clip whose lower bound is at or below 0 (the uint8
+            // zero_point = 0 case).
             // A Clip with max < min (or a NaN bound) is no range at all: it sets every value
             // to `max`, and stays FP32.
             (min <= 0.0 && min < max).then_some(RangeSource::Clipped { min, max })
@@ -636,42 +637,78 @@ fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option
     }
 }
 
+/// Why a weighted op's layout is not one [`weight_plan`] quantizes; the op stays FP32 with
+/// this as its reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unplannable {
+    /// The op reads no data input.
+    #[error("no data input")]
+    NoDataInput,
+    /// Its data input or output is not float.
+    #[error("not a float op")]
+    NotFloat,
+    /// The op reads no weight input.
+    #[error("no weight input")]
+    NoWeight,
+    /// The weight is computed, not a constant.
+    #[error("weight is not a constant initializer")]
+    ComputedWeight,
+    /// The weight is not FLOAT.
+    #[error("weight is not float")]
+    WeightNotFloat,
+    /// A form of the op whose weight has no single output-channel axis to quantize along
+    /// (grouped ConvTranspose, Gemm with `transA`).
+    #[error("{0}")]
+    Form(&'static str),
+    /// A weight rank the op's rule does not take.
+    #[error("weight of rank {rank} is not supported for {op}")]
+    Rank {
+        /// The weight's rank.
+        rank: usize,
+        /// The op.
+        op: String,
+    },
+    /// A broadcast or computed bias.
+    #[error("bias is not a constant vector with one value per output channel")]
+    Bias,
+}
+
 fn weight_plan(
     graph: &GraphProto,
     index: &GraphIndex,
     i: usize,
     node: &NodeProto,
     is_float: &dyn Fn(&str) -> bool,
-) -> Result<WeightPlan, String> {
+) -> Result<WeightPlan, Unplannable> {
     let input = node
         .input
         .first()
         .filter(|t| !t.is_empty())
-        .ok_or("no data input")?;
+        .ok_or(Unplannable::NoDataInput)?;
     if !is_float(input) || !node.output.first().is_some_and(|o| is_float(o)) {
-        return Err("not a float op".into());
+        return Err(Unplannable::NotFloat);
     }
-    let w_name = node.input.get(1).ok_or("no weight input")?;
+    let w_name = node.input.get(1).ok_or(Unplannable::NoWeight)?;
     let w = index
         .initializer
         .get(w_name)
         .map(|&k| &graph.initializer[k])
-        .ok_or("weight is not a constant initializer")?;
+        .ok_or(Unplannable::ComputedWeight)?;
     if w.data_type() != dtype::FLOAT {
-        return Err("weight is not float".into());
+        return Err(Unplannable::WeightNotFloat);
     }
     let rank = w.dims.len();
     let channel_axis = match node.op_type() {
         "Conv" if rank >= 3 => 0,
         "ConvTranspose" if rank >= 3 => {
             if attr::int(node, "group", 1) != 1 {
-                return Err("grouped ConvTranspose".into());
+                return Err(Unplannable::Form("grouped ConvTranspose"));
             }
             1
         }
         "Gemm" if rank == 2 => {
             if attr::int(node, "transA", 0) != 0 {
-                return Err("Gemm with transA".into());
+                return Err(Unplannable::Form("Gemm with transA"));
             }
             if attr::int(node, "transB", 0) == 1 {
                 0
@@ -680,11 +717,11 @@ fn weight_plan(
             }
         }
         "MatMul" if rank == 2 => 1,
-        _ => {
-            return Err(format!(
-                "weight of rank {rank} is not supported for {}",
-                node.op_type()
-            ))
+        op => {
+            return Err(Unplannable::Rank {
+                rank,
+                op: op.to_owned(),
+            })
         }
     };
     let channels = w.dims[channel_axis];
@@ -695,11 +732,7 @@ fn weight_plan(
             match t {
                 Some(t) if t.data_type() == dtype::FLOAT && t.dims == [channels] => Some(2),
                 // A broadcast or computed bias stays FP32; the op still quantizes.
-                _ => {
-                    return Err(
-                        "bias is not a constant vector with one value per output channel".into(),
-                    )
-                }
+                _ => return Err(Unplannable::Bias),
             }
         }
     };

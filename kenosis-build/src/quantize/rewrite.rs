@@ -7,6 +7,7 @@ use super::params::{self, ActivationParams};
 use super::plan::{Plan, RangeSource, WeightPlan};
 use super::weights;
 use crate::calibrate::gram::PatchGram;
+use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
 use crate::onnx::{attr, make_node, tensor, GraphProto, NodeProto, TensorProto};
 
@@ -63,7 +64,7 @@ pub struct RewriteSummary {
 #[derive(Debug, Clone)]
 struct QParams {
     scale_name: String,
-    zp_name: String,
+    zero_point_name: String,
     params: ActivationParams,
 }
 
@@ -214,7 +215,7 @@ pub struct WeightCache(Mutex<HashMap<(usize, u32, u8), WeightedOp>>);
 /// weighted ops' codes come from, and go into, `cache` when one is given.
 ///
 /// # Errors
-/// When a planned weight or bias payload cannot be read.
+/// [`BadTensor`] when a planned weight or bias payload cannot be read.
 pub fn rewrite(
     graph: &mut GraphProto,
     plan: &Plan,
@@ -223,7 +224,7 @@ pub fn rewrite(
     patch_grams: &HashMap<String, PatchGram>,
     options: WeightOptions,
     cache: Option<&WeightCache>,
-) -> Result<RewriteSummary, String> {
+) -> Result<RewriteSummary, BadTensor> {
     let index = GraphIndex::new(graph);
     let mut edits = Edits {
         names: NameGen::new(graph),
@@ -237,7 +238,7 @@ pub fn rewrite(
     let mut qparams: BTreeMap<String, QParams> = BTreeMap::new();
     let mut by_value: HashMap<(u32, u8), (String, String)> = HashMap::new();
     for (name, p) in act {
-        let (scale_name, zp_name) = by_value
+        let (scale_name, zero_point_name) = by_value
             .entry((p.scale.to_bits(), p.zero_point))
             .or_insert_with(|| {
                 let s = edits.names.fresh(&format!("{name}_scale"));
@@ -255,7 +256,7 @@ pub fn rewrite(
             name.clone(),
             QParams {
                 scale_name,
-                zp_name,
+                zero_point_name,
                 params: *p,
             },
         );
@@ -273,7 +274,7 @@ pub fn rewrite(
             let key = (wp.node, x.params.scale.to_bits(), x.params.zero_point);
             let cached = cache.and_then(|c| c.0.lock().ok()?.get(&key).cloned());
             if let Some(op) = cached {
-                return Ok::<_, String>(op);
+                return Ok::<_, BadTensor>(op);
             }
             let op = quantize_weighted(
                 graph_read,
@@ -341,7 +342,7 @@ pub fn rewrite(
             w_name,
             |codes| tensor::from_i8(codes, &dims, &q.codes),
             |scale| tensor::from_f32(scale, &scale_dims, &q.scales),
-            |zp| tensor::from_i8(zp, &scale_dims, &vec![0; q.scales.len()]),
+            |zero_point| tensor::from_i8(zero_point, &scale_dims, &vec![0; q.scales.len()]),
             axis,
         );
         graph.node[wp.node].input[wp.weight_slot] = deq;
@@ -369,7 +370,7 @@ pub fn rewrite(
                     let scales: Vec<f32> = b_scales.iter().map(|&s| s as f32).collect();
                     tensor::from_f32(scale, &[n], &scales)
                 },
-                |zp| tensor::from_i32(zp, &[n], &vec![0; b.len()]),
+                |zero_point| tensor::from_i32(zero_point, &[n], &vec![0; b.len()]),
                 Some(0),
             );
             let inputs = &mut graph.node[wp.node].input;
@@ -393,8 +394,8 @@ pub fn rewrite(
             let codes: Vec<u8> = values.iter().map(|&v| q.params.quantize(v)).collect();
             let c = edits.names.fresh(&format!("{name}_quantized"));
             edits.initializers.push(tensor::from_u8(&c, &dims, &codes));
-            let deq =
-                edits.dequantize(name, vec![c, q.scale_name.clone(), q.zp_name.clone()], None);
+            let inputs = vec![c, q.scale_name.clone(), q.zero_point_name.clone()];
+            let deq = edits.dequantize(name, inputs, None);
             for &i in &plan.quantized_nodes {
                 for inp in graph.node[i].input.iter_mut().filter(|t| *t == name) {
                     *inp = deq.clone();
@@ -414,14 +415,14 @@ pub fn rewrite(
         edits.nodes.push(make_node(
             "QuantizeLinear",
             edits.names.fresh(&format!("{name}_QuantizeLinear")),
-            vec![name.clone(), q.scale_name.clone(), q.zp_name.clone()],
+            vec![name.clone(), q.scale_name.clone(), q.zero_point_name.clone()],
             vec![quantized.clone()],
             vec![],
         ));
         edits.nodes.push(make_node(
             "DequantizeLinear",
             edits.names.fresh(&format!("{name}_DequantizeLinear")),
-            vec![quantized, q.scale_name.clone(), q.zp_name.clone()],
+            vec![quantized, q.scale_name.clone(), q.zero_point_name.clone()],
             vec![deq],
             vec![],
         ));
@@ -505,7 +506,7 @@ struct WeightedOp {
 /// 8-bit choice of [`super::saturation`] under reduce-range, and bias correction.
 ///
 /// # Errors
-/// When the weight or bias payload cannot be read.
+/// [`BadTensor`] when the weight or bias payload cannot be read.
 fn quantize_weighted(
     graph: &GraphProto,
     index: &GraphIndex,
@@ -514,7 +515,7 @@ fn quantize_weighted(
     channel_means: &HashMap<String, Vec<f64>>,
     patch_grams: &HashMap<String, PatchGram>,
     options: WeightOptions,
-) -> Result<WeightedOp, String> {
+) -> Result<WeightedOp, BadTensor> {
     let node = &graph.node[wp.node];
     let w_name = &node.input[wp.weight_slot];
     let w_t = &graph.initializer[index.initializer[w_name]];

@@ -29,13 +29,15 @@ pub struct Args {}
 /// Top-level modules of `kenosis-build` in dependency order: leaves, then the stages of
 /// one model's way through the crate, then what drives them.
 const LAYERS: &[(&str, Layer)] = &[
-    ("error", Layer::Leaf),
     ("parallel", Layer::Leaf),
     ("onnx", Layer::Leaf),
     ("graph", Layer::Leaf),
     ("types", Layer::Leaf),
     ("ops", Layer::Leaf),
     ("kernels", Layer::Leaf),
+    // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
+    // reasons `onnx` and `graph` give.
+    ("error", Layer::Leaf),
     ("normalize", Layer::Stage),
     ("calibrate", Layer::Stage),
     ("quantize", Layer::Stage),
