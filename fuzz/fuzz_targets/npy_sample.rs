@@ -6,6 +6,7 @@
 #![no_main]
 
 use kenosis_build::calibrate::data::{read_sample, InputSpec};
+use kenosis_build::onnx::DataType::{Bool, Float, Int16, Int32, Int64, Int8, Uint8};
 use libfuzzer_sys::fuzz_target;
 
 /// Declared dims of the input, as models declare them (`None` is a symbolic dim).
@@ -27,8 +28,8 @@ fuzz_target!(|data: &[u8]| {
     let dims = SHAPES[usize::from(pick & 7)].to_vec();
     let spec = InputSpec {
         name: "x".into(),
-        // FLOAT (1), INT64 (7), INT32 (6), INT16 (5), INT8 (3), UINT8 (2), BOOL (9), FLOAT.
-        elem_type: [1, 7, 6, 5, 3, 2, 9, 1][usize::from((pick >> 3) & 7)],
+        elem_type: [Float, Int64, Int32, Int16, Int8, Uint8, Bool, Float][usize::from((pick >> 3) & 7)]
+            .into(),
         dim_names: vec![None; dims.len()],
         dims,
         token_rows: None,

@@ -334,12 +334,12 @@ pub enum BadSample {
         source: BadNpy,
     },
     /// The input's element type is not one Kenosis calibrates.
-    #[error("input `{input}` has element type {}; Kenosis calibrates float32, int64, int32, int16, int8, uint8 and bool inputs", crate::onnx::dtype::name(*.elem_type))]
+    #[error("input `{input}` has element type {}; Kenosis calibrates float32, int64, int32, int16, int8, uint8 and bool inputs", .elem_type)]
     ElementType {
         /// The input.
         input: String,
-        /// Its `TensorProto.DataType` code.
-        elem_type: i32,
+        /// Its declared element type.
+        elem_type: crate::onnx::ElemType,
     },
     /// The sample's shape does not fit the input's declared dims.
     #[error("input `{input}` expects shape [{}] (batch dimension optional), found {found:?}", .expected.iter().map(|d| d.map_or("?".to_owned(), |v| v.to_string())).collect::<Vec<_>>().join(", "))]

@@ -28,7 +28,7 @@ use crate::calibrate::session::{
 use crate::calibrate::SampleValue;
 use crate::error::{Error, Result, Unsupported};
 use crate::kernels::Evaluation;
-use crate::onnx::ModelProto;
+use crate::onnx::{DataType, ModelProto};
 use crate::quantize::build::{Built, KeptFloat};
 
 /// One-sided 95% standard-normal quantile: the cosine target must hold at this many standard
@@ -175,12 +175,12 @@ pub enum Compared {
 
 /// What to compare in `graph`, given its element types (see
 /// [`crate::types::infer_elem_types`]).
-pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, i32>) -> Compared {
-    let is_float = |t: &str| types.get(t) == Some(&crate::onnx::dtype::FLOAT);
+pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, DataType>) -> Compared {
+    let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
     let all_known_non_float = graph.output.iter().all(|o| {
         types
             .get(o.name())
-            .is_some_and(|&t| t != crate::onnx::dtype::FLOAT)
+            .is_some_and(|&t| t != DataType::Float)
     });
     if !all_known_non_float {
         return Compared::FirstFloatOutput;
@@ -520,7 +520,7 @@ pub fn meet_target<'a>(
 mod tests {
     use super::*;
     use crate::test_support::{model, node};
-    use crate::onnx::{dtype, tensor};
+    use crate::onnx::tensor;
     use crate::quantize::{plan::FloatNode, plan::Plan, rewrite::RewriteSummary};
     use ndarray::{ArrayD, IxDyn};
 
@@ -602,7 +602,7 @@ mod tests {
     }
 
     /// `nodes` over float input `x`, with output `y` of element type `y_type`.
-    fn graph_with_output(nodes: Vec<crate::onnx::NodeProto>, y_type: i32) -> ModelProto {
+    fn graph_with_output(nodes: Vec<crate::onnx::NodeProto>, y_type: DataType) -> ModelProto {
         let mut m = model(nodes, &["y"], vec![]);
         m.graph.as_mut().unwrap().output = vec![crate::onnx::tensor_info("y", y_type, None)];
         m
@@ -615,7 +615,7 @@ mod tests {
 
     #[test]
     fn a_float_output_is_compared_itself() {
-        let m = graph_with_output(vec![node("Relu", &["x"], "y")], dtype::FLOAT);
+        let m = graph_with_output(vec![node("Relu", &["x"], "y")], DataType::Float);
         assert_eq!(compared_in(&m), Compared::FirstFloatOutput);
     }
 
@@ -623,7 +623,7 @@ mod tests {
     fn an_argmax_output_is_compared_on_the_float_tensor_it_reads() {
         let m = graph_with_output(
             vec![node("Relu", &["x"], "r"), node("ArgMax", &["r"], "y")],
-            dtype::INT64,
+            DataType::Int64,
         );
         assert_eq!(compared_in(&m), Compared::Tensor("r".into()));
     }
@@ -635,7 +635,7 @@ mod tests {
                 node("SplitToSequence", &["x"], "s"),
                 node("SequenceLength", &["s"], "y"),
             ],
-            dtype::INT64,
+            DataType::Int64,
         );
         assert_eq!(compared_in(&m), Compared::Nothing);
     }

@@ -18,7 +18,7 @@ pub fn named(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodePro
 
 /// A float32 graph input or output of unknown shape.
 pub fn float_value(name: &str) -> ValueInfoProto {
-    crate::onnx::tensor_info(name, crate::onnx::dtype::FLOAT, None)
+    crate::onnx::tensor_info(name, crate::onnx::DataType::Float, None)
 }
 
 /// An opset-13 model of `nodes` over the float input `x`, with float `outputs` and constant
@@ -76,14 +76,14 @@ pub fn max_difference_y(a: &ModelProto, b: &ModelProto, x: &ndarray::ArrayD<f32>
 
 /// An input spec of `elem_type` with known `dims` and no dimension names.
 pub fn input_spec(
-    elem_type: i32,
+    elem_type: crate::onnx::DataType,
     name: &str,
     dims: &[i64],
     token_rows: Option<usize>,
 ) -> crate::calibrate::InputSpec {
     crate::calibrate::InputSpec {
         name: name.into(),
-        elem_type,
+        elem_type: elem_type.into(),
         dims: dims.iter().map(|&d| Some(d)).collect(),
         dim_names: vec![None; dims.len()],
         token_rows,

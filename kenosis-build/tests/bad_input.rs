@@ -350,8 +350,8 @@ fn tiny_with_external_data(data_file: &str) -> (ModelProto, Vec<u8>) {
     let mut m = tiny();
     let mut data = Vec::new();
     for t in &mut m.graph.as_mut().expect("graph").initializer {
-        let bytes: Vec<u8> = match t.data_type() {
-            onnx::dtype::FLOAT => onnx::tensor::to_f32(t)
+        let bytes: Vec<u8> = match t.elem_type().known() {
+            Some(onnx::DataType::Float) => onnx::tensor::to_f32(t)
                 .expect("float initializer")
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
@@ -699,7 +699,7 @@ fn synthetic_calibration_data_onnx_runtime_rejects_is_explained() {
         name: Some("shape".into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx::dtype::INT64),
+                elem_type: Some(onnx::DataType::Int64 as i32),
                 shape: Some(onnx::TensorShapeProto {
                     dim: vec![onnx::tensor_shape_proto::Dimension {
                         value: Some(onnx::tensor_shape_proto::dimension::Value::DimValue(2)),
@@ -1129,7 +1129,7 @@ fn scales_of(model: &[u8]) -> Vec<(String, Vec<f32>)> {
     graph
         .initializer
         .iter()
-        .filter(|t| t.data_type() == onnx::dtype::FLOAT && t.name().ends_with("scale"))
+        .filter(|t| t.elem_type() == onnx::DataType::Float && t.name().ends_with("scale"))
         .map(|t| (t.name().to_owned(), onnx::tensor::to_f32(t).expect("scale")))
         .collect()
 }

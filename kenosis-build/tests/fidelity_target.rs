@@ -58,8 +58,8 @@ fn four_channel_model(
         name: Some(name.into()),
         node: nodes,
         initializer,
-        input: vec![onnx::tensor_info("x", onnx::dtype::FLOAT, Some(&shape))],
-        output: vec![onnx::tensor_info("y", onnx::dtype::FLOAT, Some(&shape))],
+        input: vec![onnx::tensor_info("x", onnx::DataType::Float, Some(&shape))],
+        output: vec![onnx::tensor_info("y", onnx::DataType::Float, Some(&shape))],
         ..Default::default()
     })
 }
@@ -199,10 +199,14 @@ fn model_with_an_outlier_embedding() -> Vec<u8> {
             tensor::from_f32("table", &[64, 32], &table),
             tensor::from_f32("w", &[32, 128], &projection),
         ],
-        input: vec![onnx::tensor_info("ids", onnx::dtype::INT64, Some(&[1, 8]))],
+        input: vec![onnx::tensor_info(
+            "ids",
+            onnx::DataType::Int64,
+            Some(&[1, 8]),
+        )],
         output: vec![onnx::tensor_info(
             "y",
-            onnx::dtype::FLOAT,
+            onnx::DataType::Float,
             Some(&[1, 8, 128]),
         )],
         ..Default::default()

@@ -95,27 +95,6 @@ pub enum ElementType {
 }
 
 impl ElementType {
-    /// Maps an ONNX `TensorProto.DataType` number to an element type; `None` for types
-    /// Kenosis does not pass through (complex, bfloat16, float8, 4-bit).
-    pub fn from_onnx(data_type: i32) -> Option<Self> {
-        Some(match data_type {
-            1 => Self::F32,
-            2 => Self::U8,
-            3 => Self::I8,
-            4 => Self::U16,
-            5 => Self::I16,
-            6 => Self::I32,
-            7 => Self::I64,
-            8 => Self::String,
-            9 => Self::Bool,
-            10 => Self::F16,
-            11 => Self::F64,
-            12 => Self::U32,
-            13 => Self::U64,
-            _ => return None,
-        })
-    }
-
     /// The Rust element type name (`f32`, `i64`, `bool`, ...), as used in generated code.
     pub fn rust_name(self) -> &'static str {
         match self {

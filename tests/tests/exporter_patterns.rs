@@ -213,10 +213,10 @@ impl Net {
         self.push("Conv", vec![x, "head_w".into()], vec!["y".into()], vec![]);
         self.graph.input = vec![onnx::tensor_info(
             "x",
-            onnx::dtype::FLOAT,
+            onnx::DataType::Float,
             Some(&[1, 3, SIDE, SIDE]),
         )];
-        self.graph.output = vec![onnx::tensor_info("y", onnx::dtype::FLOAT, None)];
+        self.graph.output = vec![onnx::tensor_info("y", onnx::DataType::Float, None)];
         self.graph.name = Some("net".into());
         ModelProto {
             ir_version: Some(8),

@@ -214,7 +214,7 @@ fn requantizing_concats(path: &std::path::Path) -> Vec<String> {
             .find(|t| t.name() == name)
             .unwrap_or_else(|| panic!("initializer {name}"));
         (
-            t.data_type(),
+            t.elem_type(),
             t.raw_data().to_vec(),
             t.float_data.clone(),
             t.int32_data.clone(),

@@ -913,7 +913,7 @@ fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
         vec!["class".into()],
         vec![attr::make_int("axis", 1), attr::make_int("keepdims", 0)],
     ));
-    g.output = vec![onnx::tensor_info("class", onnx::dtype::INT64, None)];
+    g.output = vec![onnx::tensor_info("class", onnx::DataType::Int64, None)];
     let fp32 = model.encode_to_vec();
 
     let files = imagenet_files(&shared);

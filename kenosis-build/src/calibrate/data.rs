@@ -6,15 +6,15 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::ReadNpyExt;
 
 use crate::error::{BadNpy, BadSample, Error, Result};
-use crate::onnx::{dtype, GraphProto};
+use crate::onnx::{DataType, ElemType, GraphProto};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputSpec {
     /// Graph input name.
     pub name: String,
-    /// `TensorProto.DataType`.
-    pub elem_type: i32,
+    /// Its declared element type (`UNDEFINED` when not declared).
+    pub elem_type: ElemType,
     /// Declared dims; `None` where symbolic or missing.
     pub dims: Vec<Option<i64>>,
     /// The `dim_param` of each dim (`None` for fixed or unnamed dims): symbolic dims with
@@ -35,7 +35,8 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
         .iter()
         .filter(|i| !inits.contains(i.name()))
         .map(|i| {
-            let (elem_type, dims) = crate::onnx::declared_tensor(i).unwrap_or((0, None));
+            let (elem_type, dims) = crate::onnx::declared_tensor(i)
+                .unwrap_or((DataType::Undefined.into(), None));
             let dims = dims.unwrap_or_default();
             let mut dim_names = crate::onnx::declared_dim_names(i);
             dim_names.resize(dims.len(), None);
@@ -60,8 +61,9 @@ fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
         let before = indices.len();
         for n in &graph.node {
             let to = crate::onnx::attr::int(n, "to", 0);
+            let to = i32::try_from(to).map(ElemType::from_code);
             if n.op_type() == "Cast"
-                && (to == i64::from(dtype::INT32) || to == i64::from(dtype::INT64))
+                && to.is_ok_and(|t| t == DataType::Int32 || t == DataType::Int64)
                 && n.input
                     .first()
                     .is_some_and(|i| indices.contains(i.as_str()))
@@ -135,16 +137,16 @@ impl SampleValue {
         with_array!(self, |a| a.shape())
     }
 
-    /// The tensor's ONNX element type (`TensorProto.DataType`, see [`dtype`]).
-    pub fn elem_type(&self) -> i32 {
+    /// The tensor's ONNX element type.
+    pub fn elem_type(&self) -> DataType {
         match self {
-            SampleValue::F32(_) => dtype::FLOAT,
-            SampleValue::I64(_) => dtype::INT64,
-            SampleValue::I32(_) => dtype::INT32,
-            SampleValue::I16(_) => dtype::INT16,
-            SampleValue::I8(_) => dtype::INT8,
-            SampleValue::U8(_) => dtype::UINT8,
-            SampleValue::Bool(_) => dtype::BOOL,
+            SampleValue::F32(_) => DataType::Float,
+            SampleValue::I64(_) => DataType::Int64,
+            SampleValue::I32(_) => DataType::Int32,
+            SampleValue::I16(_) => DataType::Int16,
+            SampleValue::I8(_) => DataType::Int8,
+            SampleValue::U8(_) => DataType::Uint8,
+            SampleValue::Bool(_) => DataType::Bool,
         }
     }
 }
@@ -251,18 +253,18 @@ pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<Sample
                 source,
             })
     }
-    let value = match spec.elem_type {
-        dtype::FLOAT => SampleValue::F32(read(bytes, spec, "float32 (<f4)")?),
-        dtype::INT64 => SampleValue::I64(read(bytes, spec, "int64 (<i8)")?),
-        dtype::INT32 => SampleValue::I32(read(bytes, spec, "int32 (<i4)")?),
-        dtype::INT16 => SampleValue::I16(read(bytes, spec, "int16 (<i2)")?),
-        dtype::INT8 => SampleValue::I8(read(bytes, spec, "int8 (|i1)")?),
-        dtype::UINT8 => SampleValue::U8(read(bytes, spec, "uint8 (|u1)")?),
-        dtype::BOOL => SampleValue::Bool(read(bytes, spec, "bool (|b1)")?),
-        elem_type => {
+    let value = match spec.elem_type.known() {
+        Some(DataType::Float) => SampleValue::F32(read(bytes, spec, "float32 (<f4)")?),
+        Some(DataType::Int64) => SampleValue::I64(read(bytes, spec, "int64 (<i8)")?),
+        Some(DataType::Int32) => SampleValue::I32(read(bytes, spec, "int32 (<i4)")?),
+        Some(DataType::Int16) => SampleValue::I16(read(bytes, spec, "int16 (<i2)")?),
+        Some(DataType::Int8) => SampleValue::I8(read(bytes, spec, "int8 (|i1)")?),
+        Some(DataType::Uint8) => SampleValue::U8(read(bytes, spec, "uint8 (|u1)")?),
+        Some(DataType::Bool) => SampleValue::Bool(read(bytes, spec, "bool (|b1)")?),
+        _ => {
             return Err(BadSample::ElementType {
                 input: spec.name.clone(),
-                elem_type,
+                elem_type: spec.elem_type,
             })
         }
     };
@@ -386,29 +388,29 @@ mod tests {
         let shape = IxDyn(&[1, 4]);
         let cases = [
             (
-                dtype::INT32,
+                DataType::Int32,
                 npy(ArrayD::from_shape_vec(shape.clone(), vec![1i32, -2, 70000, 4]).unwrap()),
             ),
             (
-                dtype::INT16,
+                DataType::Int16,
                 npy(ArrayD::from_shape_vec(shape.clone(), vec![1i16, -2, 300, 4]).unwrap()),
             ),
             (
-                dtype::INT8,
+                DataType::Int8,
                 npy(ArrayD::from_shape_vec(shape.clone(), vec![1i8, -2, 100, 4]).unwrap()),
             ),
             (
-                dtype::UINT8,
+                DataType::Uint8,
                 npy(ArrayD::from_shape_vec(shape.clone(), vec![1u8, 2, 255, 4]).unwrap()),
             ),
             (
-                dtype::BOOL,
+                DataType::Bool,
                 npy(ArrayD::from_shape_vec(shape.clone(), vec![true, false, true, true]).unwrap()),
             ),
         ];
         for (elem_type, bytes) in &cases {
             let input = spec(*elem_type, "ids", &[1, 4], None);
-            let value = read_sample(bytes, &input).unwrap_or_else(|e| panic!("{elem_type}: {e}"));
+            let value = read_sample(bytes, &input).unwrap_or_else(|e| panic!("{elem_type:?}: {e}"));
             assert_eq!(value.elem_type(), *elem_type);
             assert_eq!(value.shape(), &[1, 4]);
             // The batch dimension may be left out, as for float inputs.
@@ -425,23 +427,27 @@ mod tests {
                 }
             }
         }
-        let int32 = read_sample(&cases[0].1, &spec(dtype::INT32, "ids", &[1, 4], None));
+        let int32 = read_sample(&cases[0].1, &spec(DataType::Int32, "ids", &[1, 4], None));
         assert_eq!(
             int32.ok(),
             Some(SampleValue::I32(
                 ArrayD::from_shape_vec(shape, vec![1, -2, 70000, 4]).unwrap()
             ))
         );
-        let err = read_sample(&cases[1].1, &spec(dtype::INT32, "ids", &[1, 4], None)).unwrap_err();
+        let err = read_sample(&cases[1].1, &spec(DataType::Int32, "ids", &[1, 4], None)).unwrap_err();
         assert!(err.to_string().contains("expects int32 (<i4) data"), "{err}");
-        let err = read_sample(&cases[0].1, &spec(dtype::DOUBLE, "x", &[1, 4], None)).unwrap_err();
+        let err = read_sample(&cases[0].1, &spec(DataType::Double, "x", &[1, 4], None)).unwrap_err();
         assert!(err.to_string().contains("has element type DOUBLE (11)"), "{err}");
+        let mut unknown = spec(DataType::Float, "x", &[1, 4], None);
+        unknown.elem_type = ElemType::from_code(99);
+        let err = read_sample(&cases[0].1, &unknown).unwrap_err();
+        assert!(err.to_string().contains("has element type unknown (99)"), "{err}");
     }
 
     #[test]
     fn table_rows_are_found_through_casts_to_an_index_type() {
         use crate::onnx::{make_node, tensor, tensor_info, AttributeProto, GraphProto};
-        let cast = |input: &str, output: &str, to: i32| {
+        let cast = |input: &str, output: &str, to: DataType| {
             let mut n = make_node(
                 "Cast",
                 output.into(),
@@ -452,7 +458,7 @@ mod tests {
             n.attribute.push(AttributeProto {
                 name: Some("to".into()),
                 r#type: Some(crate::onnx::attribute_proto::AttributeType::Int as i32),
-                i: Some(to.into()),
+                i: Some((to as i32).into()),
                 ..Default::default()
             });
             n
@@ -468,16 +474,16 @@ mod tests {
         };
         let graph = GraphProto {
             node: vec![
-                cast("bytes", "bytes_i32", dtype::INT32),
-                cast("bytes_i32", "bytes_i64", dtype::INT64),
+                cast("bytes", "bytes_i32", DataType::Int32),
+                cast("bytes_i32", "bytes_i64", DataType::Int64),
                 gather("embed", "table", "bytes_i64"),
-                cast("flags", "flags_f", dtype::FLOAT),
+                cast("flags", "flags_f", DataType::Float),
                 gather("lookup", "table", "flags_f"),
             ],
             initializer: vec![tensor::from_f32("table", &[200, 2], &[0.0; 400])],
             input: vec![
-                tensor_info("bytes", dtype::UINT8, Some(&[1, 8])),
-                tensor_info("flags", dtype::INT8, Some(&[1, 8])),
+                tensor_info("bytes", DataType::Uint8, Some(&[1, 8])),
+                tensor_info("flags", DataType::Int8, Some(&[1, 8])),
             ],
             ..Default::default()
         };

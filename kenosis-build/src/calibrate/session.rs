@@ -140,7 +140,7 @@ pub fn encode_with_observed_outputs(model: &ModelProto, tensors: &[String]) -> V
             name: Some(t.clone()),
             r#type: Some(TypeProto {
                 value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                    elem_type: Some(crate::onnx::dtype::FLOAT),
+                    elem_type: Some(crate::onnx::DataType::Float as i32),
                     shape: None,
                 })),
                 ..Default::default()

@@ -282,7 +282,7 @@ mod tests {
     fn spec(name: &str, dims: &[Option<i64>], names: &[Option<&str>]) -> InputSpec {
         InputSpec {
             name: name.into(),
-            elem_type: crate::onnx::dtype::FLOAT,
+            elem_type: crate::onnx::DataType::Float.into(),
             dims: dims.to_vec(),
             dim_names: names.iter().map(|n| n.map(str::to_owned)).collect(),
             token_rows: None,

@@ -9,7 +9,7 @@ use rand_distr::StandardNormal;
 
 use super::data::{CalibrationData, InputSpec, SampleValue};
 use crate::error::{Error, Result};
-use crate::onnx::dtype;
+use crate::onnx::DataType;
 
 /// Value range of a synthetic image input.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,7 +65,7 @@ fn is_image(dims: &[usize]) -> bool {
 /// Whether synthetic samples of input `spec` with concrete `dims` are image-like fields
 /// (float `[N, 3, H, W]`, H and W >= 32) rather than noise or token data.
 pub fn synthesizes_image(spec: &InputSpec, dims: &[usize]) -> bool {
-    spec.elem_type == dtype::FLOAT && is_image(dims)
+    spec.elem_type == DataType::Float && is_image(dims)
 }
 
 /// A batch of image-like samples `[N, 3, H, W]` in `range`: a sum of bilinearly upsampled
@@ -119,13 +119,13 @@ fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray:
 const TOKEN_IDS: std::ops::Range<i64> = 1000..3000;
 
 /// The values an integer element type holds; `None` for a non-integer type.
-fn integer_range(elem_type: i32) -> Option<std::ops::RangeInclusive<i64>> {
+fn integer_range(elem_type: DataType) -> Option<std::ops::RangeInclusive<i64>> {
     Some(match elem_type {
-        dtype::INT64 => i64::MIN..=i64::MAX,
-        dtype::INT32 => i32::MIN.into()..=i32::MAX.into(),
-        dtype::INT16 => i16::MIN.into()..=i16::MAX.into(),
-        dtype::INT8 => i8::MIN.into()..=i8::MAX.into(),
-        dtype::UINT8 => 0..=u8::MAX.into(),
+        DataType::Int64 => i64::MIN..=i64::MAX,
+        DataType::Int32 => i32::MIN.into()..=i32::MAX.into(),
+        DataType::Int16 => i16::MIN.into()..=i16::MAX.into(),
+        DataType::Int8 => i8::MIN.into()..=i8::MAX.into(),
+        DataType::Uint8 => 0..=u8::MAX.into(),
         _ => return None,
     })
 }
@@ -147,12 +147,12 @@ fn synthetic_ids(spec: &InputSpec, values: &std::ops::RangeInclusive<i64>) -> st
 }
 
 /// `a` as a sample of integer type `elem_type` (see [`integer_range`]); the values must fit.
-fn integer_sample(elem_type: i32, a: ArrayD<i64>) -> SampleValue {
+fn integer_sample(elem_type: DataType, a: ArrayD<i64>) -> SampleValue {
     match elem_type {
-        dtype::INT32 => SampleValue::I32(a.mapv(|v| v as i32)),
-        dtype::INT16 => SampleValue::I16(a.mapv(|v| v as i16)),
-        dtype::INT8 => SampleValue::I8(a.mapv(|v| v as i8)),
-        dtype::UINT8 => SampleValue::U8(a.mapv(|v| v as u8)),
+        DataType::Int32 => SampleValue::I32(a.mapv(|v| v as i32)),
+        DataType::Int16 => SampleValue::I16(a.mapv(|v| v as i16)),
+        DataType::Int8 => SampleValue::I8(a.mapv(|v| v as i8)),
+        DataType::Uint8 => SampleValue::U8(a.mapv(|v| v as u8)),
         _ => SampleValue::I64(a),
     }
 }
@@ -217,20 +217,20 @@ pub fn synthetic_with_dims(
         for ((spec, dims), range) in inputs.iter().zip(dims).zip(image_ranges) {
             let shape = IxDyn(dims);
             let name = spec.name.to_ascii_lowercase();
-            sample.push(match spec.elem_type {
+            sample.push(match spec.elem_type.known() {
                 _ if synthesizes_image(spec, dims) => {
                     SampleValue::F32(image_like(dims, *range, &mut rng).into_dyn())
                 }
-                dtype::FLOAT => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
+                Some(DataType::Float) => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
                     rng.sample(StandardNormal)
                 })),
-                dtype::BOOL if name.contains("mask") => {
+                Some(DataType::Bool) if name.contains("mask") => {
                     SampleValue::Bool(ArrayD::from_elem(shape, true))
                 }
-                dtype::BOOL => {
+                Some(DataType::Bool) => {
                     SampleValue::Bool(ArrayD::from_shape_simple_fn(shape, || rng.random_bool(0.5)))
                 }
-                t if integer_range(t).is_some() => {
+                Some(t) if integer_range(t).is_some() => {
                     #[allow(clippy::expect_used, reason = "the match guard checked it is Some")]
                     let values = integer_range(t).expect("an integer type");
                     let ints = if name.contains("mask") {
@@ -250,13 +250,12 @@ pub fn synthetic_with_dims(
                     };
                     integer_sample(t, ints)
                 }
-                other => {
+                _ => {
                     return Err(Error::Calibration {
                         path: model_path.to_owned(),
                         reason: format!(
                             "input `{}` has element type {}; give calibration data for it",
-                            spec.name,
-                            dtype::name(other)
+                            spec.name, spec.elem_type
                         ),
                     })
                 }
@@ -276,7 +275,7 @@ mod tests {
     fn an_input_that_cannot_be_synthesized_is_named_with_its_type() {
         let text = InputSpec {
             name: "text".into(),
-            elem_type: 8,
+            elem_type: DataType::String.into(),
             dims: vec![Some(1)],
             dim_names: vec![None],
             token_rows: None,
@@ -302,7 +301,7 @@ mod tests {
         let ids = |rows: Option<usize>| -> Vec<i64> {
             let spec = InputSpec {
                 name: "ids".into(),
-                elem_type: dtype::INT64,
+                elem_type: DataType::Int64.into(),
                 dims: vec![Some(1), Some(64)],
                 dim_names: vec![None, None],
                 token_rows: rows,
@@ -339,7 +338,7 @@ mod tests {
     }
 
     /// The synthetic values of input `spec` (shape [1, 256]) over 4 samples, as i64.
-    fn synthesized(spec: &InputSpec, dims: &[usize]) -> (i32, Vec<i64>) {
+    fn synthesized(spec: &InputSpec, dims: &[usize]) -> (DataType, Vec<i64>) {
         let data = synthetic_with_dims(
             std::slice::from_ref(spec),
             &[dims.to_vec()],
@@ -371,41 +370,41 @@ mod tests {
     fn integer_and_bool_inputs_are_synthesized_in_their_type_from_the_same_evidence_as_int64() {
         let dims = [1usize, 256];
         let all_in = |v: &[i64], r: std::ops::Range<i64>| v.iter().all(|i| r.contains(i));
-        for t in [dtype::INT64, dtype::INT32, dtype::INT16] {
+        for t in [DataType::Int64, DataType::Int32, DataType::Int16] {
             let (got, ids) = synthesized(&spec(t, "input_ids", &[1, 256], None), &dims);
             assert_eq!(got, t);
-            assert!(all_in(&ids, TOKEN_IDS), "{t}: {ids:?}");
+            assert!(all_in(&ids, TOKEN_IDS), "{t:?}: {ids:?}");
             let (_, small) = synthesized(&spec(t, "ids", &[1, 256], Some(7)), &dims);
             assert!(
                 all_in(&small, 0..7) && (0..7).all(|i| small.contains(&i)),
                 "{small:?}"
             );
             let (_, mask) = synthesized(&spec(t, "attention_mask", &[1, 256], None), &dims);
-            assert!(mask.iter().all(|&v| v == 1), "{t}: {mask:?}");
+            assert!(mask.iter().all(|&v| v == 1), "{t:?}: {mask:?}");
             let (_, types) = synthesized(&spec(t, "token_type_ids", &[1, 256], None), &dims);
-            assert!(types.iter().all(|&v| v == 0), "{t}: {types:?}");
+            assert!(types.iter().all(|&v| v == 0), "{t:?}: {types:?}");
             let (_, sr) = synthesized(&spec(t, "sr", &[], None), &[]);
-            assert_eq!(sr, vec![16000; 4], "{t}");
+            assert_eq!(sr, vec![16000; 4], "{t:?}");
         }
         // Token ids do not fit 8 bits: a byte input gets every non-negative value of its
         // type (or the table's rows), and a sample rate it cannot hold is not used.
-        for (t, values) in [(dtype::UINT8, 0..256), (dtype::INT8, 0..128)] {
+        for (t, values) in [(DataType::Uint8, 0..256), (DataType::Int8, 0..128)] {
             let (got, bytes) = synthesized(&spec(t, "bytes", &[1, 256], None), &dims);
             assert_eq!(got, t);
-            assert!(all_in(&bytes, values.clone()), "{t}: {bytes:?}");
+            assert!(all_in(&bytes, values.clone()), "{t:?}: {bytes:?}");
             assert!(
                 bytes.iter().any(|&b| b >= values.end - 16),
-                "{t}: {bytes:?}"
+                "{t:?}: {bytes:?}"
             );
             let (_, small) = synthesized(&spec(t, "bytes", &[1, 256], Some(30)), &dims);
-            assert!(all_in(&small, 0..30), "{t}: {small:?}");
+            assert!(all_in(&small, 0..30), "{t:?}: {small:?}");
             let (_, sr) = synthesized(&spec(t, "sr", &[], None), &[]);
-            assert!(all_in(&sr, values), "{t}: {sr:?}");
+            assert!(all_in(&sr, values), "{t:?}: {sr:?}");
         }
-        let (got, mask) = synthesized(&spec(dtype::BOOL, "padding_mask", &[1, 256], None), &dims);
-        assert_eq!(got, dtype::BOOL);
+        let (got, mask) = synthesized(&spec(DataType::Bool, "padding_mask", &[1, 256], None), &dims);
+        assert_eq!(got, DataType::Bool);
         assert!(mask.iter().all(|&v| v == 1), "{mask:?}");
-        let (_, flags) = synthesized(&spec(dtype::BOOL, "flags", &[1, 256], None), &dims);
+        let (_, flags) = synthesized(&spec(DataType::Bool, "flags", &[1, 256], None), &dims);
         let ones = flags.iter().filter(|&&v| v == 1).count();
         assert!((300..724).contains(&ones), "{ones} of 1024 true");
     }

@@ -74,7 +74,7 @@ fn fold_once(graph: &mut GraphProto, names: &mut NameGen) -> Result<Folded, BadT
         };
         let per_channel = index.initializer.get(constant).is_some_and(|&k| {
             let c = &graph.initializer[k];
-            c.data_type() == crate::onnx::dtype::FLOAT
+            c.elem_type() == crate::onnx::DataType::Float
                 && per_channel_shape(&c.dims, conv.rank, conv.channels)
         });
         if per_channel {

@@ -13,7 +13,7 @@ use crate::onnx::{attr, tensor, GraphProto, TensorProto};
 /// [`BadOperator`] when a Constant node carries no supported value attribute.
 pub fn extract(graph: &mut GraphProto) -> Result<usize, BadOperator> {
     // Identical payloads (shared weights exported once per use) → one initializer.
-    let mut by_content: HashMap<(i32, Vec<i64>, Vec<u8>), String> = HashMap::new();
+    let mut by_content: HashMap<(crate::onnx::ElemType, Vec<i64>, Vec<u8>), String> = HashMap::new();
     let mut aliases: Vec<(String, String)> = Vec::new();
     let mut removed = 0;
     let mut kept = Vec::with_capacity(graph.node.len());
@@ -64,11 +64,11 @@ pub fn extract(graph: &mut GraphProto) -> Result<usize, BadOperator> {
     Ok(removed)
 }
 
-fn content_key(t: &TensorProto) -> Option<(i32, Vec<i64>, Vec<u8>)> {
+fn content_key(t: &TensorProto) -> Option<(crate::onnx::ElemType, Vec<i64>, Vec<u8>)> {
     // Only small-to-large raw tensors are worth merging; typed-field tensors are rare here.
     t.raw_data
         .as_ref()
-        .map(|raw| (t.data_type(), t.dims.clone(), raw.clone()))
+        .map(|raw| (t.elem_type(), t.dims.clone(), raw.clone()))
 }
 
 fn constant_value(node: &crate::onnx::NodeProto, name: &str) -> Result<TensorProto, BadOperator> {

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 
 use super::pattern::{fuse_written_out, is, operands, other_operand, Found, Matcher};
-use crate::onnx::{attr, dtype, tensor, ModelProto, NodeProto};
+use crate::onnx::{attr, tensor, DataType, ModelProto, NodeProto};
 
 /// The default-domain opset that introduced `LayerNormalization`.
 pub const LAYER_NORM_OPSET: i64 = 17;
@@ -123,7 +123,7 @@ impl Matcher<'_> {
     fn with_constant<'n>(&self, node: &'n NodeProto, op: &str) -> Option<(&'n String, &'n String)> {
         other_operand(node, op, |c| {
             self.constant(c)
-                .is_some_and(|t| t.data_type() == dtype::FLOAT)
+                .is_some_and(|t| t.elem_type() == DataType::Float)
         })
     }
 

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::onnx::{attr, dtype, tensor, GraphProto, NodeProto};
+use crate::onnx::{attr, tensor, DataType, GraphProto, NodeProto};
 
 /// Replaces every foldable layout op (see the module docs) of the main graph by an
 /// initializer named after its output, in topological order so that chains fold in one
@@ -45,7 +45,7 @@ pub fn fold(graph: &mut GraphProto) -> usize {
             continue;
         };
         let source = &graph.initializer[k];
-        if source.data_type() != dtype::FLOAT {
+        if source.elem_type() != DataType::Float {
             continue;
         }
         let ints = |name: &str| {

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use crate::graph::GraphIndex;
-use crate::onnx::{self, dtype, tensor, GraphProto, ModelProto, NodeProto, TensorProto};
+use crate::onnx::{self, tensor, DataType, GraphProto, ModelProto, NodeProto, TensorProto};
 
 /// An indexed graph to match patterns in.
 pub(super) struct Matcher<'a> {
@@ -30,7 +30,7 @@ impl Matcher<'_> {
     /// The value of a single-element float initializer.
     pub fn scalar(&self, name: &str) -> Option<f32> {
         let t = self.constant(name)?;
-        if t.data_type() != dtype::FLOAT {
+        if t.elem_type() != DataType::Float {
             return None;
         }
         match tensor::to_f32(t).ok()?.as_slice() {
@@ -139,7 +139,7 @@ pub(super) fn fuse_written_out(
             continue;
         };
         let taken = |i: &usize| used.contains(i) || found.iter().any(|g| g.tail == *i);
-        if types.get(&f.x) != Some(&dtype::FLOAT) || taken(&f.tail) || f.inner.iter().any(taken) {
+        if types.get(&f.x) != Some(&DataType::Float) || taken(&f.tail) || f.inner.iter().any(taken) {
             continue;
         }
         used.extend(f.inner.iter().copied());

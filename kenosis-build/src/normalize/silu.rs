@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 
 use crate::graph::GraphIndex;
-use crate::onnx::{attr, dtype, ModelProto, NodeProto, OperatorSetIdProto};
+use crate::onnx::{attr, DataType, ModelProto, NodeProto, OperatorSetIdProto};
 
 /// Domain of ONNX Runtime's contrib operators.
 pub const ORT_DOMAIN: &str = "com.microsoft";
@@ -52,7 +52,7 @@ pub fn fuse(model: &mut ModelProto) -> usize {
                 && crate::onnx::is_default_domain(sig.domain())
                 && sig.input.first().map(String::as_str) == Some(x)
                 && single_reader
-                && types.get(x) == Some(&dtype::FLOAT))
+                && types.get(x) == Some(&DataType::Float))
             .then_some(p)
         };
         if let Some((sig, x)) = sigmoid_of(b, a)
@@ -179,7 +179,7 @@ mod tests {
         );
         m.graph.as_mut().unwrap().node[0]
             .attribute
-            .push(attr::make_int("to", i64::from(dtype::FLOAT16)));
+            .push(attr::make_int("to", i64::from(DataType::Float16 as i32)));
         assert_eq!(fuse(&mut m), 0);
     }
 }

@@ -11,41 +11,72 @@ pub mod tensor;
 
 pub use proto::*;
 
-/// `TensorProto.DataType` numbers used by Kenosis (`onnx.proto`).
-pub mod dtype {
-    /// float32
-    pub const FLOAT: i32 = 1;
-    /// uint8
-    pub const UINT8: i32 = 2;
-    /// int8
-    pub const INT8: i32 = 3;
-    /// int16
-    pub const INT16: i32 = 5;
-    /// int32
-    pub const INT32: i32 = 6;
-    /// int64
-    pub const INT64: i32 = 7;
-    /// bool
-    pub const BOOL: i32 = 9;
-    /// float16
-    pub const FLOAT16: i32 = 10;
-    /// float64
-    pub const DOUBLE: i32 = 11;
+pub use tensor_proto::DataType;
 
-    /// `code`'s name in `TensorProto.DataType` with its number, e.g. `DOUBLE (11)`, for
-    /// error messages; `unknown (code)` for a number the enum does not define.
-    pub fn name(code: i32) -> String {
-        let name =
-            super::tensor_proto::DataType::try_from(code).map_or("unknown", |d| d.as_str_name());
-        format!("{name} ({code})")
+/// An element type as a model states it (`TensorProto.data_type`,
+/// `TypeProto.Tensor.elem_type`): the generated [`DataType`] where `onnx.proto` defines the
+/// code, else the code itself.
+///
+/// prost keeps those fields as `i32`, so a model can hold a code no [`DataType`] names.
+/// Such a code is carried as [`ElemType::Unknown`] rather than dropped or folded into a
+/// defined type, so that errors can name it (`unknown (99)`) and it never compares equal to
+/// a type Kenosis handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// A type `onnx.proto` defines (`UNDEFINED` for an unset field).
+    Known(DataType),
+    /// A code `onnx.proto` does not define.
+    Unknown(i32),
+}
+
+impl ElemType {
+    /// The element type of protobuf `code`.
+    pub fn from_code(code: i32) -> Self {
+        DataType::try_from(code).map_or(ElemType::Unknown(code), ElemType::Known)
     }
 
-    #[cfg(test)]
-    #[test]
-    fn names_carry_the_enum_name_and_number() {
-        assert_eq!(name(DOUBLE), "DOUBLE (11)");
-        assert_eq!(name(8), "STRING (8)");
-        assert_eq!(name(-3), "unknown (-3)");
+    /// The protobuf code.
+    pub fn code(self) -> i32 {
+        match self {
+            ElemType::Known(t) => t as i32,
+            ElemType::Unknown(code) => code,
+        }
+    }
+
+    /// The [`DataType`], `None` for a code `onnx.proto` does not define.
+    pub fn known(self) -> Option<DataType> {
+        match self {
+            ElemType::Known(t) => Some(t),
+            ElemType::Unknown(_) => None,
+        }
+    }
+}
+
+impl From<DataType> for ElemType {
+    fn from(t: DataType) -> Self {
+        ElemType::Known(t)
+    }
+}
+
+impl PartialEq<DataType> for ElemType {
+    fn eq(&self, other: &DataType) -> bool {
+        *self == ElemType::Known(*other)
+    }
+}
+
+/// The name in `TensorProto.DataType` with the code, e.g. `DOUBLE (11)`, as errors name a
+/// type; `unknown (code)` for a code the enum does not define.
+impl std::fmt::Display for ElemType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = self.known().map_or("unknown", |t| t.as_str_name());
+        write!(f, "{name} ({})", self.code())
+    }
+}
+
+impl TensorProto {
+    /// The tensor's element type (its `data_type`; `UNDEFINED` when unset).
+    pub fn elem_type(&self) -> ElemType {
+        ElemType::from_code(self.data_type())
     }
 }
 
@@ -88,10 +119,9 @@ pub fn default_opset(model: &ModelProto) -> Option<i64> {
         .map(|o| o.version())
 }
 
-/// A tensor `ValueInfoProto` (a graph input or output) of element type `elem_type`
-/// (`TensorProto.DataType`, see [`dtype`]) with fixed `dims`, or with no declared shape when
-/// `dims` is `None`.
-pub fn tensor_info(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInfoProto {
+/// A tensor `ValueInfoProto` (a graph input or output) of element type `elem_type` with
+/// fixed `dims`, or with no declared shape when `dims` is `None`.
+pub fn tensor_info(name: &str, elem_type: DataType, dims: Option<&[i64]>) -> ValueInfoProto {
     let shape = dims.map(|dims| TensorShapeProto {
         dim: dims
             .iter()
@@ -105,7 +135,7 @@ pub fn tensor_info(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInf
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem_type),
+                elem_type: Some(elem_type as i32),
                 shape,
             })),
             ..Default::default()
@@ -114,10 +144,10 @@ pub fn tensor_info(name: &str, elem_type: i32, dims: Option<&[i64]>) -> ValueInf
     }
 }
 
-/// The tensor type a `ValueInfoProto` declares: element type (`TensorProto.DataType`,
-/// 0 when unset) and dims (`None` when no shape is declared; a dim is `None` when symbolic
+/// The tensor type a `ValueInfoProto` declares: element type (`UNDEFINED` when unset) and
+/// dims (`None` when no shape is declared; a dim is `None` when symbolic
 /// or not positive). `None` for non-tensor types (sequences, maps) or no type at all.
-pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i64>>>)> {
+pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(ElemType, Option<Vec<Option<i64>>>)> {
     let t = tensor_type(vi)?;
     let dims = t.shape.as_ref().map(|s| {
         s.dim
@@ -128,7 +158,7 @@ pub fn declared_tensor(vi: &ValueInfoProto) -> Option<(i32, Option<Vec<Option<i6
             })
             .collect()
     });
-    Some((t.elem_type(), dims))
+    Some((ElemType::from_code(t.elem_type()), dims))
 }
 
 /// The `dim_param` of each declared dim of `vi` (`None` for fixed or unnamed dims; empty
@@ -179,5 +209,29 @@ pub fn make_node(
         output: outputs,
         attribute: attributes,
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_types_are_named_with_the_enum_name_and_code() {
+        assert_eq!(ElemType::from(DataType::Double).to_string(), "DOUBLE (11)");
+        assert_eq!(ElemType::from_code(8).to_string(), "STRING (8)");
+        assert_eq!(ElemType::from_code(0).to_string(), "UNDEFINED (0)");
+        assert_eq!(ElemType::from_code(-3).to_string(), "unknown (-3)");
+    }
+
+    #[test]
+    fn unknown_codes_keep_their_code_and_match_no_type() {
+        let unknown = ElemType::from_code(99);
+        assert_eq!(unknown, ElemType::Unknown(99));
+        assert_eq!((unknown.code(), unknown.known()), (99, None));
+        assert!(unknown != DataType::Undefined && unknown != DataType::Float);
+        let float = ElemType::from_code(1);
+        assert_eq!((float.code(), float.known()), (1, Some(DataType::Float)));
+        assert!(float == DataType::Float && float != DataType::Double);
     }
 }

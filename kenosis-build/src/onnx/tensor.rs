@@ -4,7 +4,7 @@
 //! field (`float_data`, `int32_data` for 8/16-bit and bool types, `int64_data`, `double_data`);
 //! both are accepted on read, `raw_data` is always written.
 
-use super::{dtype, TensorProto};
+use super::{DataType, ElemType, TensorProto};
 
 /// A tensor whose payload does not hold what its type and dims declare.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,12 +40,12 @@ pub enum BadTensor {
         held: usize,
     },
     /// The data type is not the one the reader expects.
-    #[error("tensor `{tensor}` has data type {found}, expected {expected}")]
+    #[error("tensor `{tensor}` has data type {}, expected {expected}", .found.code())]
     DataType {
         /// The tensor.
         tensor: String,
-        /// Its `TensorProto.DataType` code.
-        found: i32,
+        /// Its element type.
+        found: ElemType,
         /// What the reader takes, e.g. `float`.
         expected: &'static str,
     },
@@ -78,11 +78,11 @@ pub fn inner_size(dims: &[i64], axis: usize) -> usize {
 /// allocated). Code that sizes buffers from `dims` checks this first, so that declared dims
 /// cannot ask for more memory than the payload's bytes.
 pub fn float_payload_matches_dims(t: &TensorProto) -> bool {
-    let values = match t.data_type() {
-        dtype::FLOAT if t.raw_data.is_some() => t.raw_data().len() / 4,
-        dtype::FLOAT => t.float_data.len(),
-        dtype::DOUBLE if t.raw_data.is_some() => t.raw_data().len() / 8,
-        dtype::DOUBLE => t.double_data.len(),
+    let values = match t.elem_type().known() {
+        Some(DataType::Float) if t.raw_data.is_some() => t.raw_data().len() / 4,
+        Some(DataType::Float) => t.float_data.len(),
+        Some(DataType::Double) if t.raw_data.is_some() => t.raw_data().len() / 8,
+        Some(DataType::Double) => t.double_data.len(),
         _ => return false,
     };
     !super::external::is_external(t) && element_count(&t.dims) == Some(values)
@@ -99,18 +99,37 @@ pub fn check_payload(t: &TensorProto) -> Result<(), BadTensor> {
         return Ok(());
     }
     // Bytes per element in `raw_data`, and the typed field that holds it otherwise.
-    let (size, typed) = match t.data_type() {
-        dtype::FLOAT => (4, t.float_data.len()),
-        dtype::DOUBLE => (8, t.double_data.len()),
-        dtype::INT64 => (8, t.int64_data.len()),
-        dtype::INT32 => (4, t.int32_data.len()),
-        // INT16, UINT16, FLOAT16, BFLOAT16: stored one per int32 when typed.
-        4 | 5 | dtype::FLOAT16 | 16 => (2, t.int32_data.len()),
-        dtype::INT8 | dtype::UINT8 | dtype::BOOL => (1, t.int32_data.len()),
-        // UINT32, UINT64.
-        12 => (4, t.uint64_data.len()),
-        13 => (8, t.uint64_data.len()),
-        _ => return Ok(()),
+    let Some(data_type) = t.elem_type().known() else {
+        return Ok(());
+    };
+    let (size, typed) = match data_type {
+        DataType::Float => (4, t.float_data.len()),
+        DataType::Double => (8, t.double_data.len()),
+        DataType::Int64 => (8, t.int64_data.len()),
+        DataType::Int32 => (4, t.int32_data.len()),
+        // Stored one per int32 when typed.
+        DataType::Int16 | DataType::Uint16 | DataType::Float16 | DataType::Bfloat16 => {
+            (2, t.int32_data.len())
+        }
+        DataType::Int8 | DataType::Uint8 | DataType::Bool => (1, t.int32_data.len()),
+        DataType::Uint32 => (4, t.uint64_data.len()),
+        DataType::Uint64 => (8, t.uint64_data.len()),
+        DataType::Undefined
+        | DataType::String
+        | DataType::Complex64
+        | DataType::Complex128
+        | DataType::Float8e4m3fn
+        | DataType::Float8e4m3fnuz
+        | DataType::Float8e5m2
+        | DataType::Float8e5m2fnuz
+        | DataType::Uint4
+        | DataType::Int4
+        | DataType::Float4e2m1
+        | DataType::Float8e8m0
+        | DataType::Uint2
+        | DataType::Int2
+        | DataType::Float6e2m3
+        | DataType::Float6e3m2 => return Ok(()),
     };
     let held = match &t.raw_data {
         Some(raw) => {
@@ -181,18 +200,18 @@ fn from_raw<const N: usize, T>(
 /// `dims`.
 pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, BadTensor> {
     check_inline(t)?;
-    let values = match t.data_type() {
-        dtype::FLOAT if t.raw_data.is_some() => from_raw(t, f32::from_le_bytes)?,
-        dtype::FLOAT => t.float_data.clone(),
-        dtype::DOUBLE if t.raw_data.is_some() => from_raw(t, f64::from_le_bytes)?
+    let values = match t.elem_type().known() {
+        Some(DataType::Float) if t.raw_data.is_some() => from_raw(t, f32::from_le_bytes)?,
+        Some(DataType::Float) => t.float_data.clone(),
+        Some(DataType::Double) if t.raw_data.is_some() => from_raw(t, f64::from_le_bytes)?
             .into_iter()
             .map(|v| v as f32)
             .collect(),
-        dtype::DOUBLE => t.double_data.iter().map(|&v| v as f32).collect(),
-        found => {
+        Some(DataType::Double) => t.double_data.iter().map(|&v| v as f32).collect(),
+        _ => {
             return Err(BadTensor::DataType {
                 tensor: t.name().to_owned(),
-                found,
+                found: t.elem_type(),
                 expected: "float",
             })
         }
@@ -208,22 +227,22 @@ pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, BadTensor> {
 pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, BadTensor> {
     check_inline(t)?;
     let raw = t.raw_data.is_some();
-    let values = match t.data_type() {
-        dtype::INT64 if raw => from_raw(t, i64::from_le_bytes)?,
-        dtype::INT64 => t.int64_data.clone(),
-        dtype::INT32 if raw => from_raw(t, i32::from_le_bytes)?
+    let values = match t.elem_type().known() {
+        Some(DataType::Int64) if raw => from_raw(t, i64::from_le_bytes)?,
+        Some(DataType::Int64) => t.int64_data.clone(),
+        Some(DataType::Int32) if raw => from_raw(t, i32::from_le_bytes)?
             .into_iter()
             .map(i64::from)
             .collect(),
-        dtype::INT8 if raw => t.raw_data().iter().map(|&b| i64::from(b as i8)).collect(),
-        dtype::UINT8 if raw => t.raw_data().iter().map(|&b| i64::from(b)).collect(),
-        dtype::INT32 | dtype::INT8 | dtype::UINT8 => {
+        Some(DataType::Int8) if raw => t.raw_data().iter().map(|&b| i64::from(b as i8)).collect(),
+        Some(DataType::Uint8) if raw => t.raw_data().iter().map(|&b| i64::from(b)).collect(),
+        Some(DataType::Int32 | DataType::Int8 | DataType::Uint8) => {
             t.int32_data.iter().map(|&v| i64::from(v)).collect()
         }
-        found => {
+        _ => {
             return Err(BadTensor::DataType {
                 tensor: t.name().to_owned(),
-                found,
+                found: t.elem_type(),
                 expected: "an integer type",
             })
         }
@@ -232,11 +251,11 @@ pub fn to_i64(t: &TensorProto) -> Result<Vec<i64>, BadTensor> {
     Ok(values)
 }
 
-fn make(name: &str, dims: &[i64], data_type: i32, raw: Vec<u8>) -> TensorProto {
+fn make(name: &str, dims: &[i64], data_type: DataType, raw: Vec<u8>) -> TensorProto {
     TensorProto {
         name: Some(name.to_owned()),
         dims: dims.to_vec(),
-        data_type: Some(data_type),
+        data_type: Some(data_type as i32),
         raw_data: Some(raw),
         ..Default::default()
     }
@@ -247,7 +266,7 @@ pub fn from_f32(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
     make(
         name,
         dims,
-        dtype::FLOAT,
+        DataType::Float,
         values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     )
 }
@@ -257,14 +276,14 @@ pub fn from_i8(name: &str, dims: &[i64], values: &[i8]) -> TensorProto {
     make(
         name,
         dims,
-        dtype::INT8,
+        DataType::Int8,
         values.iter().map(|&v| v as u8).collect(),
     )
 }
 
 /// A UINT8 tensor.
 pub fn from_u8(name: &str, dims: &[i64], values: &[u8]) -> TensorProto {
-    make(name, dims, dtype::UINT8, values.to_vec())
+    make(name, dims, DataType::Uint8, values.to_vec())
 }
 
 /// An INT32 tensor.
@@ -272,7 +291,7 @@ pub fn from_i32(name: &str, dims: &[i64], values: &[i32]) -> TensorProto {
     make(
         name,
         dims,
-        dtype::INT32,
+        DataType::Int32,
         values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     )
 }
@@ -282,7 +301,7 @@ pub fn from_i64(name: &str, dims: &[i64], values: &[i64]) -> TensorProto {
     make(
         name,
         dims,
-        dtype::INT64,
+        DataType::Int64,
         values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     )
 }
@@ -311,7 +330,7 @@ mod tests {
         let t = TensorProto {
             name: Some("a".into()),
             dims: vec![3],
-            data_type: Some(dtype::INT64),
+            data_type: Some(DataType::Int64 as i32),
             int64_data: vec![4, -5, 6],
             ..Default::default()
         };

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::calibrate::gram::PatchGram;
 use crate::error::Unsupported;
-use crate::onnx::ModelProto;
+use crate::onnx::{DataType, ModelProto};
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
 
@@ -48,7 +48,7 @@ pub struct Statistics {
 /// Makes INT8 builds of one normalized FP32 model from its calibration statistics.
 pub struct Builder<'m> {
     model: &'m ModelProto,
-    types: &'m HashMap<String, i32>,
+    types: &'m HashMap<String, DataType>,
     statistics: Statistics,
     /// Why nodes the caller keeps FP32 are kept (nodes ONNX Runtime cannot run).
     keep_float_reasons: HashMap<String, String>,
@@ -72,7 +72,7 @@ impl<'m> Builder<'m> {
     /// between builds.
     pub fn new(
         model: &'m ModelProto,
-        types: &'m HashMap<String, i32>,
+        types: &'m HashMap<String, DataType>,
         statistics: Statistics,
         keep_float_reasons: HashMap<String, String>,
         weights: WeightOptions,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::graph::GraphIndex;
 use crate::ops::{is_depthwise, rule_of, OpRule};
-use crate::onnx::{attr, dtype, tensor, GraphProto, NodeProto};
+use crate::onnx::{attr, tensor, DataType, GraphProto, NodeProto};
 
 /// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
 /// `com.microsoft` `BiasSoftmax`) other than the `QuickGelu`, `Gelu` and `FastGelu`
@@ -136,7 +136,7 @@ pub struct PlanOptions {
 
 /// Decides placement for `graph` (normalized, topologically sorted), in the order of the
 /// steps below: each step only drops candidates, so a later one sees what earlier ones kept.
-pub fn plan(graph: &GraphProto, types: &HashMap<String, i32>, options: &PlanOptions) -> Plan {
+pub fn plan(graph: &GraphProto, types: &HashMap<String, DataType>, options: &PlanOptions) -> Plan {
     let mut planner = Planner {
         graph,
         index: GraphIndex::new(graph),
@@ -185,9 +185,9 @@ impl Planner<'_> {
     }
 
     /// Step 1: candidates and their rules; ops that cannot be quantized are reported.
-    fn choose_candidates(&mut self, types: &HashMap<String, i32>) {
+    fn choose_candidates(&mut self, types: &HashMap<String, DataType>) {
         let graph = self.graph;
-        let is_float = |t: &str| types.get(t) == Some(&dtype::FLOAT);
+        let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
         for (i, node) in graph.node.iter().enumerate() {
             let rule = rule_of(node);
             if self.options.keep_float.contains(node.name()) {
@@ -694,7 +694,7 @@ fn weight_plan(
         .get(w_name)
         .map(|&k| &graph.initializer[k])
         .ok_or(Unplannable::ComputedWeight)?;
-    if w.data_type() != dtype::FLOAT {
+    if w.elem_type() != DataType::Float {
         return Err(Unplannable::WeightNotFloat);
     }
     let rank = w.dims.len();
@@ -730,7 +730,7 @@ fn weight_plan(
         Some(b) => {
             let t = index.initializer.get(b).map(|&k| &graph.initializer[k]);
             match t {
-                Some(t) if t.data_type() == dtype::FLOAT && t.dims == [channels] => Some(2),
+                Some(t) if t.elem_type() == DataType::Float && t.dims == [channels] => Some(2),
                 // A broadcast or computed bias stays FP32; the op still quantizes.
                 _ => return Err(Unplannable::Bias),
             }
@@ -750,10 +750,10 @@ mod tests {
     use crate::test_support::{float_value, named};
 
     /// Element types for `names`, all float.
-    fn float_types(names: &[&str]) -> HashMap<String, i32> {
+    fn float_types(names: &[&str]) -> HashMap<String, DataType> {
         names
             .iter()
-            .map(|t| (t.to_string(), dtype::FLOAT))
+            .map(|t| (t.to_string(), DataType::Float))
             .collect()
     }
 
@@ -898,7 +898,7 @@ mod tests {
 
     /// A MobileNetV3 block: `HardSwish → depthwise Conv → HardSwish`, then a classifier head
     /// `MaxPool → GlobalAveragePool → Reshape → MatMul` on another HardSwish.
-    fn hardswish_block(kernel: i64, head_columns: i64) -> (GraphProto, HashMap<String, i32>) {
+    fn hardswish_block(kernel: i64, head_columns: i64) -> (GraphProto, HashMap<String, DataType>) {
         let mut depthwise = named("Conv", "Conv", &["a", "dw_w", "dw_b"], &["dw"]);
         depthwise.attribute.push(attr::make_int("group", 8));
         let k = kernel as usize;
