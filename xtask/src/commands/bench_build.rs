@@ -91,11 +91,33 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
 
     // The hand-made crate embeds the model Kenosis makes; built beforehand, untimed.
     eprintln!("xtask: bench-build: quantizing SqueezeNet for the hand-made crate");
-    let prepare = cargo_build(ort, &dirs.kenosis, &dirs.prepare_target, Some(&dirs.prepare_cache))?;
+    let prepare = cargo_build(
+        ort,
+        &dirs.kenosis,
+        &dirs.prepare_target,
+        Some(&dirs.prepare_cache),
+    )?;
     check_optimized(&prepare)?;
     let artifact = newest_artifact(&dirs.prepare_target)?;
     handmade_crate(&root, &dirs.handmade, &artifact)?;
 
+    let text = section(&measure(ort, &dirs)?);
+    std::fs::create_dir_all(out)?;
+    let path = out.join("build.md");
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    let docs = crate::docs::benchmarks_md();
+    crate::docs::write_section(&docs, "build", &text)?;
+    eprintln!(
+        "xtask: wrote {} and {}\n{text}",
+        path.display(),
+        docs.display()
+    );
+    Ok(())
+}
+
+/// The timed builds, in order: hand-made clean, Kenosis clean with an empty then a warm
+/// cache (both binaries run and must agree), then the interleaved no-change rebuilds.
+fn measure(ort: &OrtEnv, dirs: &Layout) -> Result<Measured> {
     let load_before = load_average();
     eprintln!("xtask: bench-build: clean build, hand-made");
     clean(&dirs.handmade_target)?;
@@ -142,7 +164,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     }
     let load_after = load_average();
 
-    let text = section(&Measured {
+    Ok(Measured {
         handmade,
         empty,
         warm,
@@ -150,18 +172,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
         handmade_rebuild: median(handmade_rebuilds),
         kenosis_rebuild: median(kenosis_rebuilds),
         load: (load_before, load_after),
-    });
-    std::fs::create_dir_all(out)?;
-    let path = out.join("build.md");
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    let docs = crate::docs::benchmarks_md();
-    crate::docs::write_section(&docs, "build", &text)?;
-    eprintln!(
-        "xtask: wrote {} and {}\n{text}",
-        path.display(),
-        docs.display()
-    );
-    Ok(())
+    })
 }
 
 /// One run's figures.
