@@ -3,9 +3,15 @@
 //! It is a small JSON file, `$OUT_DIR/kenosis-manifest.json`, so that the proc macro stays
 //! light (no `ort`, no protobuf) and the hand-off between build script and macro is plain
 //! data a user can open and read.
+//!
+//! Reading and writing the file (serde, serde_json) is the `json` feature, which
+//! `kenosis-build` and `include_quantized!` enable. Without it the crate is the plain types:
+//! `kenosis-runtime` needs only [`ElementType`], and keeping serde out of its dependencies
+//! keeps it out of the compile of every binary that embeds a model.
 
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "json")]
 use serde::{Deserialize, Serialize};
 
 /// File name of the manifest inside `OUT_DIR`.
@@ -15,7 +21,8 @@ pub const MANIFEST_FILE_NAME: &str = "kenosis-manifest.json";
 pub const MANIFEST_VERSION: u32 = 2;
 
 /// Everything one build script run quantized, one entry per model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
 pub struct Manifest {
     /// Always [`MANIFEST_VERSION`] when written by this crate version.
     pub version: u32,
@@ -24,7 +31,8 @@ pub struct Manifest {
 }
 
 /// One quantized model: where its FP32 source was, where its INT8 artifact is, and its I/O.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
 pub struct ModelEntry {
     /// The FP32 model path as written by the user (relative to `CARGO_MANIFEST_DIR`, or absolute).
     pub source: String,
@@ -46,12 +54,13 @@ pub struct ModelEntry {
     /// The call-site options the artifact was built with, in the canonical form of
     /// `kenosis_options::Options::canonical` (empty for none, e.g. a model registered with
     /// `Config::model`). `include_quantized!` embeds only an entry whose options equal its own.
-    #[serde(default)]
+    #[cfg_attr(feature = "json", serde(default))]
     pub options: String,
 }
 
 /// Name, element type and shape of one graph input or output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
 pub struct TensorInfo {
     /// The ONNX value name.
     pub name: String,
@@ -63,8 +72,9 @@ pub struct TensorInfo {
 
 /// ONNX tensor element types Kenosis passes through its manifest
 /// (`TensorProto.DataType` in `onnx.proto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "json", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "json", serde(rename_all = "lowercase"))]
 pub enum ElementType {
     /// `FLOAT` (1): IEEE 754 binary32.
     F32,
@@ -116,6 +126,7 @@ impl ElementType {
 }
 
 /// Reading or writing a manifest failed.
+#[cfg(feature = "json")]
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     /// The file could not be read or written.
@@ -167,6 +178,21 @@ impl Manifest {
         out_dir.join(MANIFEST_FILE_NAME)
     }
 
+    /// The first entry whose canonical FP32 source path is `source_path`.
+    pub fn find(&self, source_path: &Path) -> Option<&ModelEntry> {
+        self.models.iter().find(|m| m.source_path == source_path)
+    }
+
+    /// The entry for `source_path` built with exactly the canonical call-site `options`.
+    pub fn find_with_options(&self, source_path: &Path, options: &str) -> Option<&ModelEntry> {
+        self.models
+            .iter()
+            .find(|m| m.source_path == source_path && m.options == options)
+    }
+}
+
+#[cfg(feature = "json")]
+impl Manifest {
     /// Reads and validates the manifest at `path`.
     ///
     /// # Errors
@@ -228,18 +254,6 @@ impl Manifest {
         std::fs::write(&tmp, text).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
     }
-
-    /// The first entry whose canonical FP32 source path is `source_path`.
-    pub fn find(&self, source_path: &Path) -> Option<&ModelEntry> {
-        self.models.iter().find(|m| m.source_path == source_path)
-    }
-
-    /// The entry for `source_path` built with exactly the canonical call-site `options`.
-    pub fn find_with_options(&self, source_path: &Path, options: &str) -> Option<&ModelEntry> {
-        self.models
-            .iter()
-            .find(|m| m.source_path == source_path && m.options == options)
-    }
 }
 
 impl Default for Manifest {
@@ -248,7 +262,7 @@ impl Default for Manifest {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "json"))]
 mod tests {
     use super::*;
 

@@ -1,6 +1,6 @@
 //! `docs/benchmarks.md`: the measured figures, written by `cargo xtask bench` between
 //! `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` markers, one section per measurement, so
-//! that a partial run (`--deploy-only`) replaces only its own section.
+//! that a partial run (`--deploy-only`, `--build-only`) replaces only its own section.
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,9 @@
 //! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
 //! and `target/bench/bench.md`, which becomes the `models` section of `docs/benchmarks.md`;
 //! then the deployment costs of `bundled-ort` (`target/bench/deploy.md` and the `deploy`
-//! section, see [`super::bench_deploy`]).
+//! section, see [`super::bench_deploy`]); then the build cost of a downstream crate against
+//! the hand-made alternative (`target/bench/build.md` and the `build` section, see
+//! [`super::bench_build`]).
 //!
 //! The ORT-quantizer column runs `onnxruntime.quantization.quantize_static` in a Python venv
 //! at `target/bench-venv`, created and filled with `pip` when missing. Without Python or
@@ -37,8 +39,12 @@ pub struct Args {
     #[arg(long, value_name = "A,B")]
     models: Option<String>,
     /// Only the deployment costs of bundled-ort (binary size, first inference, memory)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "build_only")]
     deploy_only: bool,
+    /// Only the build cost of a downstream crate with Kenosis against the hand-made
+    /// alternative (ort + include_bytes!): clean and no-change release builds
+    #[arg(long)]
+    build_only: bool,
     /// More arguments for the bench binary, after `--` (see `cargo xtask bench -- --help`)
     #[arg(last = true, value_name = "BENCH ARGS")]
     args: Vec<OsString>,
@@ -50,6 +56,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let out = root.join("target").join("bench");
     if args.deploy_only {
         super::bench_deploy::run(&ort, &out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.build_only {
+        super::bench_build::run(&ort, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
     // The coverage-latency and peak-memory rows use the fetched models.
@@ -100,6 +110,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         crate::docs::write_section(&crate::docs::benchmarks_md(), "models", &text)?;
     }
     super::bench_deploy::run(&ort, &out)?;
+    super::bench_build::run(&ort, &out)?;
     Ok(code)
 }
 

@@ -1,0 +1,512 @@
+//! What Kenosis costs its users at build time: a downstream crate that quantizes SqueezeNet 1.0
+//! with `kenosis_build::discover()` and embeds it with `include_quantized!`, against the
+//! hand-made alternative, `ort` plus `include_bytes!` of the same INT8 model quantized
+//! beforehand. Both crates are generated under `target/bench-build/`, outside the workspace
+//! (each its own `[workspace]`, with the workspace's `Cargo.lock` so that they build offline),
+//! and built in one run, back to back, in release with a clean target folder each: the
+//! hand-made crate, Kenosis with an empty `KENOSIS_CACHE_DIR`, Kenosis with that cache warm;
+//! then [`REBUILDS`] no-change rebuilds of each (medians). Written to `target/bench/build.md`
+//! and to the `build` section of `docs/benchmarks.md`, with the issue's targets and whether
+//! this run met them.
+//!
+//! The Kenosis crate is what a user following the README writes: `default-features = false`
+//! (offline: ONNX Runtime from `ORT_LIB_PATH`, no downloader, no TLS) and the README's
+//! `opt-level = 3` profile override for `kenosis-build`. The hand-made crate depends on `ort`
+//! with the workspace's version and features, so that the difference is Kenosis alone.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Context, Result};
+
+use crate::ort::OrtEnv;
+
+/// No-change rebuilds per crate; the medians are reported.
+const REBUILDS: usize = 5;
+/// The model both crates embed, relative to the workspace root.
+const MODEL: &str = "../shared/models/squeezenet1.0.onnx";
+/// Issue 32's targets: clean build with an empty cache, at most this times the hand-made one.
+const MAX_EMPTY_CACHE_RATIO: f64 = 2.0;
+/// Clean build with a warm `KENOSIS_CACHE_DIR`, at most this times the hand-made one.
+const MAX_WARM_CACHE_RATIO: f64 = 1.3;
+/// A no-change rebuild adds at most this many seconds to the hand-made one's.
+const MAX_REBUILD_EXTRA_S: f64 = 0.1;
+/// What the build script's unoptimized-quantizer warning contains (it must not appear: the
+/// generated crate has the README's profile override).
+const UNOPTIMIZED: &str = "compiled without optimization";
+/// Start of the build script's summary line when it quantized (not on a cache hit).
+const QUANTIZED: &str = "kenosis: quantized ";
+
+/// One `cargo build`.
+struct Build {
+    seconds: f64,
+    /// User and system CPU time of cargo and everything it waited for (rustc, build scripts):
+    /// less sensitive than `seconds` to other work on the machine.
+    cpu_seconds: f64,
+    /// Packages compiled (`Compiling` lines).
+    compiled: usize,
+    /// Cargo's standard error: its progress lines and the build script's warnings.
+    stderr: String,
+}
+
+/// The generated crates and their folders.
+struct Layout {
+    kenosis: PathBuf,
+    handmade: PathBuf,
+    /// The Kenosis crate's target folder for the (untimed) build that makes the hand-made
+    /// crate's model; kept between runs, like its cache.
+    prepare_target: PathBuf,
+    prepare_cache: PathBuf,
+    kenosis_target: PathBuf,
+    handmade_target: PathBuf,
+    cache: PathBuf,
+}
+
+impl Layout {
+    fn new(dir: &Path) -> Self {
+        Layout {
+            kenosis: dir.join("kenosis"),
+            handmade: dir.join("handmade"),
+            prepare_target: dir.join("target-prepare"),
+            prepare_cache: dir.join("cache-prepare"),
+            kenosis_target: dir.join("target-kenosis"),
+            handmade_target: dir.join("target-handmade"),
+            cache: dir.join("cache"),
+        }
+    }
+}
+
+/// Generates both crates, measures them and writes the markdown section into `out`.
+pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
+    if matches!(ort, OrtEnv::Unmanaged) {
+        bail!(
+            "the build bench builds without ort's download: it needs the managed ONNX Runtime \
+             or ORT_LIB_PATH"
+        );
+    }
+    let root = crate::workspace_root();
+    let dirs = Layout::new(&root.join("target/bench-build"));
+    kenosis_crate(&root, &dirs.kenosis)?;
+
+    // The hand-made crate embeds the model Kenosis makes; built beforehand, untimed.
+    eprintln!("xtask: bench-build: quantizing SqueezeNet for the hand-made crate");
+    let prepare = cargo_build(
+        ort,
+        &dirs.kenosis,
+        &dirs.prepare_target,
+        Some(&dirs.prepare_cache),
+    )?;
+    check_optimized(&prepare)?;
+    let artifact = newest_artifact(&dirs.prepare_target)?;
+    handmade_crate(&root, &dirs.handmade, &artifact)?;
+
+    let text = section(&measure(ort, &dirs)?);
+    std::fs::create_dir_all(out)?;
+    let path = out.join("build.md");
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    let docs = crate::docs::benchmarks_md();
+    crate::docs::write_section(&docs, "build", &text)?;
+    eprintln!(
+        "xtask: wrote {} and {}\n{text}",
+        path.display(),
+        docs.display()
+    );
+    Ok(())
+}
+
+/// The timed builds, in order: hand-made clean, Kenosis clean with an empty then a warm
+/// cache (both binaries run and must agree), then the interleaved no-change rebuilds.
+fn measure(ort: &OrtEnv, dirs: &Layout) -> Result<Measured> {
+    let load_before = load_average();
+    eprintln!("xtask: bench-build: clean build, hand-made");
+    clean(&dirs.handmade_target)?;
+    let handmade = cargo_build(ort, &dirs.handmade, &dirs.handmade_target, None)?;
+    eprintln!("xtask: bench-build: clean build, Kenosis, empty cache");
+    clean(&dirs.kenosis_target)?;
+    clean(&dirs.cache)?;
+    let empty = cargo_build(ort, &dirs.kenosis, &dirs.kenosis_target, Some(&dirs.cache))?;
+    check_optimized(&empty)?;
+    let quantize_s = quantize_seconds(&empty.stderr)
+        .context("the empty-cache build printed no `kenosis: quantized` line")?;
+    eprintln!("xtask: bench-build: clean build, Kenosis, warm cache");
+    clean(&dirs.kenosis_target)?;
+    let warm = cargo_build(ort, &dirs.kenosis, &dirs.kenosis_target, Some(&dirs.cache))?;
+    ensure!(
+        !warm.stderr.contains(QUANTIZED),
+        "the warm-cache build quantized again:\n{}",
+        warm.stderr
+    );
+
+    // Both binaries run the same INT8 model on the same input: same answer.
+    let expected = run_binary(ort, &dirs.handmade_target.join("release/handmade"))?;
+    let got = run_binary(ort, &dirs.kenosis_target.join("release/kenosis"))?;
+    ensure!(
+        expected == got,
+        "the two binaries disagree: hand-made printed {expected:?}, Kenosis {got:?}"
+    );
+
+    eprintln!("xtask: bench-build: {REBUILDS} no-change rebuilds each");
+    let mut handmade_rebuilds = Vec::with_capacity(REBUILDS);
+    let mut kenosis_rebuilds = Vec::with_capacity(REBUILDS);
+    for _ in 0..REBUILDS {
+        // Interleaved, so that a burst of load on the machine hits both.
+        let h = cargo_build(ort, &dirs.handmade, &dirs.handmade_target, None)?;
+        let k = cargo_build(ort, &dirs.kenosis, &dirs.kenosis_target, Some(&dirs.cache))?;
+        ensure!(
+            h.compiled == 0 && k.compiled == 0,
+            "a no-change rebuild compiled something:\n{}\n{}",
+            h.stderr,
+            k.stderr
+        );
+        handmade_rebuilds.push(h);
+        kenosis_rebuilds.push(k);
+    }
+    let load_after = load_average();
+
+    Ok(Measured {
+        handmade,
+        empty,
+        warm,
+        quantize_s,
+        handmade_rebuild: median(handmade_rebuilds),
+        kenosis_rebuild: median(kenosis_rebuilds),
+        load: (load_before, load_after),
+    })
+}
+
+/// One run's figures.
+struct Measured {
+    handmade: Build,
+    empty: Build,
+    warm: Build,
+    /// Quantization time the empty-cache build's script reported.
+    quantize_s: f64,
+    /// Median wall and CPU seconds of the no-change rebuilds.
+    handmade_rebuild: (f64, f64),
+    kenosis_rebuild: (f64, f64),
+    /// One-minute load average before the first timed build and after the last.
+    load: (Option<f64>, Option<f64>),
+}
+
+/// The markdown section: the table, the targets and whether they were met. The targets are
+/// on wall time, as a user waits for it; CPU time is shown beside it because other work on a
+/// shared machine stretches wall time far more.
+fn section(m: &Measured) -> String {
+    let verdict = |ok: bool| if ok { "met" } else { "**missed**" };
+    let (wall, cpu) = (m.handmade.seconds, m.handmade.cpu_seconds);
+    let empty_ratio = m.empty.seconds / wall;
+    let warm_ratio = m.warm.seconds / wall;
+    let extra = m.kenosis_rebuild.0 - m.handmade_rebuild.0;
+    let load = |l: Option<f64>| l.map_or("unknown".to_owned(), |l| format!("{l:.1}"));
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let clean_row = |name: &str, b: &Build, target: &str| {
+        format!(
+            "| {name} | {:.1} | {:.1} | {} | {:.2}x | {:.2}x | {target} |\n",
+            b.seconds,
+            b.cpu_seconds,
+            b.compiled,
+            b.seconds / wall,
+            b.cpu_seconds / cpu,
+        )
+    };
+    let mut text = format!(
+        "## Build cost: a downstream crate with Kenosis against the hand-made alternative\n\n\
+         Two crates outside the workspace, generated by `cargo xtask bench --build-only`, \
+         both embedding SqueezeNet 1.0 INT8: Kenosis (`kenosis_build::discover()` in \
+         build.rs, `include_quantized!`, `default-features = false`, the README's `opt-level \
+         = 3` override for `kenosis-build`) and hand-made (`ort` with the same version and \
+         features, `ndarray`, `include_bytes!` of the artifact Kenosis made). Release \
+         builds, back to back in one run, each from a clean target folder; the no-change \
+         rebuilds are the medians of {REBUILDS} interleaved `cargo build --release` with \
+         nothing touched. Wall time is what the targets are on; CPU time (user + system of \
+         cargo, rustc and the build scripts) is shown beside it because other work on the \
+         machine stretches wall time far more: {cores} cores, load average {} before and {} \
+         after.\n\n\
+         | build | wall s | CPU s | packages compiled | wall vs hand-made | CPU vs hand-made | \
+         target (wall) |\n\
+         |---|---:|---:|---:|---:|---:|---|\n",
+        load(m.load.0),
+        load(m.load.1),
+    );
+    text += &clean_row("hand-made, clean", &m.handmade, "");
+    text += &clean_row(
+        "Kenosis, clean, empty `KENOSIS_CACHE_DIR`",
+        &m.empty,
+        &format!(
+            "≤ {MAX_EMPTY_CACHE_RATIO}x: {}",
+            verdict(empty_ratio <= MAX_EMPTY_CACHE_RATIO)
+        ),
+    );
+    text += &clean_row(
+        "Kenosis, clean, warm `KENOSIS_CACHE_DIR`",
+        &m.warm,
+        &format!(
+            "≤ {MAX_WARM_CACHE_RATIO}x: {}",
+            verdict(warm_ratio <= MAX_WARM_CACHE_RATIO)
+        ),
+    );
+    text += &format!(
+        "| hand-made, no-change rebuild | {:.2} | {:.2} | 0 | | | |\n\
+         | Kenosis, no-change rebuild | {:.2} | {:.2} | 0 | {extra:+.2} s | {:+.2} s | \
+         ≤ +{MAX_REBUILD_EXTRA_S} s: {} |\n\n\
+         Quantizing took {:.1} s of the empty-cache build (the build script's own figure); \
+         the rest of the difference is compiling what Kenosis adds.\n",
+        m.handmade_rebuild.0,
+        m.handmade_rebuild.1,
+        m.kenosis_rebuild.0,
+        m.kenosis_rebuild.1,
+        m.kenosis_rebuild.1 - m.handmade_rebuild.1,
+        verdict(extra <= MAX_REBUILD_EXTRA_S),
+        m.quantize_s,
+    );
+    text
+}
+
+/// Writes the Kenosis crate into `dir`: the README's quick start with SqueezeNet.
+fn kenosis_crate(root: &Path, dir: &Path) -> Result<()> {
+    let path = |krate: &str| root.join(krate).display().to_string();
+    let manifest = format!(
+        "[package]\nname = \"kenosis\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[workspace]\n\n\
+         [dependencies]\n\
+         kenosis-runtime = {{ path = {:?}, default-features = false }}\n\n\
+         [build-dependencies]\n\
+         kenosis-build = {{ path = {:?}, default-features = false }}\n\n\
+         # The README's override: the quantizer runs in the build script.\n\
+         [profile.dev.package.kenosis-build]\nopt-level = 3\n\
+         [profile.release.package.kenosis-build]\nopt-level = 3\n",
+        path("kenosis-runtime"),
+        path("kenosis-build"),
+    );
+    let build_rs = "fn main() {\n    \
+                    kenosis_build::discover().expect(\"kenosis: quantization failed\");\n}\n";
+    let main_rs = "use kenosis_runtime::ndarray::Array4;\n\n\
+                   kenosis_runtime::include_quantized!(struct Net = \"models/squeezenet1.0.onnx\");\n\n\
+                   fn main() -> Result<(), kenosis_runtime::Error> {\n    \
+                   let image = Array4::<f32>::zeros((1, 3, 224, 224));\n    \
+                   let scores = Net.run(image.view())?;\n    \
+                   let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));\n    \
+                   println!(\"class {:?}\", best.map(|(class, _)| class));\n    \
+                   Ok(())\n}\n";
+    write_crate(root, dir, &manifest, Some(build_rs), main_rs)?;
+    std::fs::copy(root.join(MODEL), dir.join("models/squeezenet1.0.onnx"))
+        .with_context(|| format!("copying {MODEL} (run `cargo xtask test` to fetch it)"))?;
+    Ok(())
+}
+
+/// Writes the hand-made crate into `dir`, embedding `artifact`.
+fn handmade_crate(root: &Path, dir: &Path, artifact: &Path) -> Result<()> {
+    let (ort, ndarray) = workspace_dependencies(root)?;
+    let manifest = format!(
+        "[package]\nname = \"handmade\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[workspace]\n\n\
+         [dependencies]\n{ort}\n{ndarray}\n"
+    );
+    let main_rs = "use ort::session::Session;\nuse ort::value::Tensor;\n\n\
+                   static MODEL: &[u8] = include_bytes!(\"../models/squeezenet1.0.int8.onnx\");\n\n\
+                   fn main() -> ort::Result<()> {\n    \
+                   let environment = ort::init().with_name(\"handmade\").build()?;\n    \
+                   let mut session = Session::builder(&environment)?.commit_from_memory(MODEL)?;\n    \
+                   let image = ndarray::Array4::<f32>::zeros((1, 3, 224, 224));\n    \
+                   let outputs = session.run(ort::inputs![Tensor::from_array(image)?])?;\n    \
+                   let scores = outputs[0].try_extract_array::<f32>()?;\n    \
+                   let best = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));\n    \
+                   println!(\"class {:?}\", best.map(|(class, _)| class));\n    \
+                   Ok(())\n}\n";
+    write_crate(root, dir, &manifest, None, main_rs)?;
+    std::fs::copy(artifact, dir.join("models/squeezenet1.0.int8.onnx"))?;
+    Ok(())
+}
+
+/// The `ort = ...` and `ndarray = ...` lines of the workspace's `[workspace.dependencies]`.
+fn workspace_dependencies(root: &Path) -> Result<(String, String)> {
+    let toml = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let line = |name: &str| {
+        toml.lines()
+            .find(|l| l.starts_with(&format!("{name} = ")))
+            .map(str::to_owned)
+            .with_context(|| format!("no `{name} = ` line in the workspace's Cargo.toml"))
+    };
+    Ok((line("ort")?, line("ndarray")?))
+}
+
+/// A fresh crate in `dir` with the workspace's `Cargo.lock` (it pins every dependency, so the
+/// crate builds offline).
+fn write_crate(
+    root: &Path,
+    dir: &Path,
+    manifest: &str,
+    build_rs: Option<&str>,
+    main_rs: &str,
+) -> Result<()> {
+    clean(dir)?;
+    std::fs::create_dir_all(dir.join("src"))?;
+    std::fs::create_dir_all(dir.join("models"))?;
+    std::fs::write(dir.join("Cargo.toml"), manifest)?;
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock"))?;
+    if let Some(build_rs) = build_rs {
+        std::fs::write(dir.join("build.rs"), build_rs)?;
+    }
+    std::fs::write(dir.join("src/main.rs"), main_rs)?;
+    Ok(())
+}
+
+/// Removes `dir` if it exists.
+fn clean(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `cargo build --release --offline` of the crate in `krate`, timed.
+fn cargo_build(
+    ort: &OrtEnv,
+    krate: &Path,
+    target_dir: &Path,
+    cache: Option<&Path>,
+) -> Result<Build> {
+    let mut cmd = crate::cargo::command(ort);
+    cmd.current_dir(krate)
+        .args(["build", "--release", "--offline", "--color", "never"])
+        .env("CARGO_TARGET_DIR", target_dir)
+        // A compiler cache would turn the clean builds into cache lookups.
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("CARGO_BUILD_RUSTC_WRAPPER");
+    if let Some(cache) = cache {
+        cmd.env("KENOSIS_CACHE_DIR", cache);
+    }
+    let cpu_before = children_cpu_seconds()?;
+    let start = Instant::now();
+    let output = cmd.output().context("starting cargo")?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = children_cpu_seconds()? - cpu_before;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        bail!(
+            "building {} failed: {}\n{stderr}",
+            krate.display(),
+            output.status
+        );
+    }
+    let compiled = stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Compiling "))
+        .count();
+    Ok(Build {
+        seconds,
+        cpu_seconds,
+        compiled,
+        stderr,
+    })
+}
+
+/// Fails when the build script said it quantized with an unoptimized `kenosis-build`.
+fn check_optimized(build: &Build) -> Result<()> {
+    ensure!(
+        !build.stderr.contains(UNOPTIMIZED),
+        "kenosis-build ran unoptimized despite the profile override:\n{}",
+        build.stderr
+    );
+    Ok(())
+}
+
+/// The seconds at the end of the build script's `kenosis: quantized ...; 10.6 s` line.
+fn quantize_seconds(stderr: &str) -> Option<f64> {
+    let line = stderr.lines().find(|l| l.contains(QUANTIZED))?;
+    let (_, last) = line.trim_end().strip_suffix(" s")?.rsplit_once("; ")?;
+    last.parse().ok()
+}
+
+/// The newest `*.int8.onnx` the Kenosis crate's build script wrote under `target_dir`.
+fn newest_artifact(target_dir: &Path) -> Result<PathBuf> {
+    let build = target_dir.join("release/build");
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(&build).with_context(|| format!("{}", build.display()))? {
+        // The build script writes its artifacts to `$OUT_DIR/kenosis/`.
+        let out = entry?.path().join("out/kenosis");
+        let Ok(files) = std::fs::read_dir(&out) else {
+            continue;
+        };
+        for file in files {
+            let path = file?.path();
+            if path.to_string_lossy().ends_with(".int8.onnx") {
+                let modified = path.metadata()?.modified()?;
+                if newest.as_ref().is_none_or(|(t, _)| modified > *t) {
+                    newest = Some((modified, path));
+                }
+            }
+        }
+    }
+    newest
+        .map(|(_, path)| path)
+        .with_context(|| format!("no *.int8.onnx under {}", build.display()))
+}
+
+/// Runs `binary` and returns what it printed.
+fn run_binary(ort: &OrtEnv, binary: &Path) -> Result<String> {
+    let output = Command::new(binary)
+        .envs(ort.vars())
+        .output()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    ensure!(
+        output.status.success(),
+        "{} failed: {}\n{}",
+        binary.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// User plus system CPU seconds of this process's waited-for children and their waited-for
+/// descendants so far (`getrusage(RUSAGE_CHILDREN)`).
+fn children_cpu_seconds() -> Result<f64> {
+    // SAFETY: an all-zero `rusage` is a valid value, and `getrusage` writes only into the
+    // pointer it is given, which outlives the call.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) } != 0 {
+        bail!("getrusage: {}", std::io::Error::last_os_error());
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Ok(seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
+/// The median wall and the median CPU seconds of `builds` (not empty).
+fn median(builds: Vec<Build>) -> (f64, f64) {
+    let middle = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    (
+        middle(builds.iter().map(|b| b.seconds).collect()),
+        middle(builds.iter().map(|b| b.cpu_seconds).collect()),
+    )
+}
+
+/// The one-minute load average (`/proc/loadavg`), where there is one.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantize_seconds;
+
+    #[test]
+    fn the_quantization_time_is_read_off_the_summary_line() {
+        let stderr = "   Compiling kenosis v0.1.0\nwarning: kenosis@0.1.0: kenosis: quantized \
+                      models/squeezenet1.0.onnx to INT8: 66 ops (Conv 26); 4.8 MB -> 1.3 MB; \
+                      16 synthetic calibration samples ([0, 1]); 10.6 s\n";
+        assert_eq!(quantize_seconds(stderr), Some(10.6));
+        assert_eq!(quantize_seconds("   Compiling kenosis v0.1.0\n"), None);
+    }
+}
