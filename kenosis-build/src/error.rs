@@ -59,9 +59,9 @@ pub enum Error {
     Runtime {
         /// The model file being calibrated or verified.
         path: PathBuf,
-        /// ONNX Runtime's error, with its code ([`ort::Error::code`]) and message.
+        /// ONNX Runtime's error: its code and message.
         #[source]
-        source: ort::Error,
+        source: OrtFailure,
     },
     /// An ONNX Runtime run returned no value for a tensor Kenosis asked it for.
     #[error("{path}: ONNX Runtime: observed tensor `{tensor}` missing from outputs")]
@@ -122,6 +122,35 @@ pub enum Error {
     Config(String),
 }
 
+/// An ONNX Runtime error as `ort` reported it: its code and message, copied out of the
+/// `ort::Error`. The `ort::Error` itself is not kept: dropping it calls into ONNX Runtime (it
+/// releases the C API's status object), so an error type holding one would link ONNX
+/// Runtime into every program that handles a kenosis-build error, and a build script built
+/// without it (docs.rs, see `Config::compile`) could not link.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OrtFailure {
+    /// `ort`'s error code.
+    pub code: ort::ErrorCode,
+    /// ONNX Runtime's message.
+    pub message: String,
+}
+
+impl<R> From<ort::Error<R>> for OrtFailure {
+    fn from(e: ort::Error<R>) -> Self {
+        Self::from(&e)
+    }
+}
+
+impl<R> From<&ort::Error<R>> for OrtFailure {
+    fn from(e: &ort::Error<R>) -> Self {
+        Self {
+            code: e.code(),
+            message: e.message().to_owned(),
+        }
+    }
+}
+
 /// Shorthand for `Result<T, kenosis_build::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -142,7 +171,7 @@ impl Error {
     }
 
     /// [`Error::Runtime`] for the model at `path`.
-    pub(crate) fn runtime(path: impl Into<PathBuf>, source: impl Into<ort::Error>) -> Self {
+    pub(crate) fn runtime(path: impl Into<PathBuf>, source: impl Into<OrtFailure>) -> Self {
         Error::Runtime {
             path: path.into(),
             source: source.into(),

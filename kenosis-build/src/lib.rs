@@ -69,7 +69,7 @@ use kenosis_manifest::{Manifest, ModelEntry};
 use pipeline::{Calibration, QuantizeOptions};
 
 pub use calibrate::Method;
-pub use error::{Error, Result};
+pub use error::{Error, OrtFailure, Result};
 pub use fidelity::{FidelityReport, Measured, SampleSource};
 pub use images::{calibration_images, IMAGE_EXTENSIONS};
 pub use kenosis_manifest::TensorInfo;

@@ -13,7 +13,7 @@ use crate::calibrate::session::GramRequest;
 use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
 use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::{self, data::input_specs, CalibrationData};
-use crate::error::{Error, NodeRef, Result, Unsupported};
+use crate::error::{Error, NodeRef, OrtFailure, Result, Unsupported};
 use crate::fidelity;
 use crate::normalize::Normalized;
 use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto, ValueInfoProto};
@@ -669,7 +669,7 @@ fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, 
 
 /// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic integer
 /// inputs are token ids, which a shape, index or size input cannot take.
-fn synthetic_rejected(specs: &[calibrate::data::InputSpec], source: &ort::Error) -> String {
+fn synthetic_rejected(specs: &[calibrate::data::InputSpec], source: &OrtFailure) -> String {
     let ints: Vec<String> = specs
         .iter()
         .filter(|s| {

@@ -11,12 +11,12 @@ use prost::Message;
 use super::data::SampleValue;
 use super::gram::{ConvGeometry, PatchGram, COLUMNS_PER_CONV};
 use super::stats::{ChannelAxis, ChannelMoments, Histogram};
-use crate::error::{Error, Result};
+use crate::error::{Error, OrtFailure, Result};
 use crate::onnx::{type_proto, GraphProto, ModelProto, TypeProto, ValueInfoProto};
 
 /// The process-wide ONNX Runtime environment, created on first use, or ONNX Runtime's
 /// reason it could not be.
-static ENV: OnceLock<std::result::Result<ort::environment::Environment, ort::Error>> =
+static ENV: OnceLock<std::result::Result<ort::environment::Environment, OrtFailure>> =
     OnceLock::new();
 
 /// Whether this process has called into ONNX Runtime (created its environment): a build whose
@@ -29,13 +29,13 @@ pub fn runtime_used() -> bool {
 ///
 /// # Errors
 /// [`Error::Runtime`] naming `path` when ONNX Runtime cannot create it; every later call
-/// gives the same error (`ort::Error` is not `Clone`: a copy with its code and message).
+/// gives the same error.
 pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
-    ENV.get_or_init(|| ort::init().with_name("kenosis-build").build())
-        .as_ref()
-        .map_err(|e| {
-            Error::runtime(path, ort::Error::new_with_code(e.code(), e.message()))
-        })
+    ENV.get_or_init(|| {
+        (ort::init().with_name("kenosis-build").build()).map_err(OrtFailure::from)
+    })
+    .as_ref()
+    .map_err(|e| Error::runtime(path, e.clone()))
 }
 
 /// Creates a session for the encoded model `model_bytes` with the given optimization level
