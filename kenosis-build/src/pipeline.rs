@@ -158,6 +158,9 @@ struct Planned<'p> {
 }
 
 impl<'p> Planned<'p> {
+    /// Plans `normalized` before calibration: the user's `keep_float` and the nodes ONNX
+    /// Runtime cannot run stay FP32, and the plan names the tensors calibration observes.
+    ///
     /// # Errors
     /// [`Error::Unsupported`] when a fidelity target is set but the FP32 model needs a
     /// kernel ONNX Runtime does not have, so it cannot be measured.
