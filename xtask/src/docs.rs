@@ -11,6 +11,22 @@ pub fn benchmarks_md() -> PathBuf {
     crate::workspace_root().join("docs").join("benchmarks.md")
 }
 
+/// Writes a partial bench's table `text` to `out/NAME.md` and as section `name` of
+/// [`benchmarks_md`], and prints it.
+pub fn publish(out: &Path, name: &str, text: &str) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    let path = out.join(format!("{name}.md"));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    let docs = benchmarks_md();
+    write_section(&docs, name, text)?;
+    eprintln!(
+        "xtask: wrote {} and {}\n{text}",
+        path.display(),
+        docs.display()
+    );
+    Ok(())
+}
+
 /// Replaces section `name` of the markdown file at `path` with `body` (appended, with its
 /// markers, when the file has no such section; the file is created when missing).
 pub fn write_section(path: &Path, name: &str, body: &str) -> Result<()> {

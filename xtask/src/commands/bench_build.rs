@@ -102,17 +102,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     handmade_crate(&root, &dirs.handmade, &artifact)?;
 
     let text = section(&measure(ort, &dirs)?);
-    std::fs::create_dir_all(out)?;
-    let path = out.join("build.md");
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    let docs = crate::docs::benchmarks_md();
-    crate::docs::write_section(&docs, "build", &text)?;
-    eprintln!(
-        "xtask: wrote {} and {}\n{text}",
-        path.display(),
-        docs.display()
-    );
-    Ok(())
+    crate::docs::publish(out, "build", &text)
 }
 
 /// The timed builds, in order: hand-made clean, Kenosis clean with an empty then a warm

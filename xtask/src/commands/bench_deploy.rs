@@ -55,17 +55,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
         bundled.first_inference.as_secs_f64() * 1e3,
         bundled.peak_rss_kib as f64 / 1024.0,
     );
-    std::fs::create_dir_all(out)?;
-    let path = out.join("deploy.md");
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    let docs = crate::docs::benchmarks_md();
-    crate::docs::write_section(&docs, "deploy", &text)?;
-    eprintln!(
-        "xtask: wrote {} and {}\n{text}",
-        path.display(),
-        docs.display()
-    );
-    Ok(())
+    crate::docs::publish(out, "deploy", &text)
 }
 
 /// `cargo build --release -p classify` (with `bundled-ort` when `bundled`), copied out of the
