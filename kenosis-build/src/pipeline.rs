@@ -152,6 +152,8 @@ struct Planned<'p> {
     uncalibratable: BTreeMap<String, String>,
     /// The user's `keep_float` and the uncalibratable nodes given a reason.
     keep: HashSet<String>,
+    /// Those reasons, by node name, for the report.
+    keep_float_reasons: HashMap<String, String>,
     /// `keep_float` names that name no node.
     keep_float_unmatched: Vec<String>,
     plan: plan::Plan,
@@ -203,6 +205,7 @@ impl<'p> Planned<'p> {
             specs,
             uncalibratable,
             keep,
+            keep_float_reasons: plan_options.keep_float_reasons,
             keep_float_unmatched,
             plan,
         })
@@ -268,7 +271,6 @@ impl<'p> Planned<'p> {
         })?;
         drop(runnable);
         let statistics = self.statistics(&weighted, observations, options.method);
-        drop(weighted);
         Ok(Calibrated {
             planned: self,
             data,
@@ -360,7 +362,7 @@ impl Calibrated<'_> {
             planned.normalized.model(),
             &planned.types,
             std::mem::take(&mut self.statistics),
-            keep_float_reasons(&planned.uncalibratable),
+            planned.keep_float_reasons.clone(),
             WeightOptions {
                 per_channel: options.per_channel,
                 reduce_range: options.reduce_range,
