@@ -53,7 +53,8 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    cache, calibrate, cargo, discover, error, fidelity, graph, kernels, normalize, onnx, ops,
+    cache, calibrate, cargo, discover, error, fidelity, graph, kernel_costs, kernels,
+    normalize, onnx, ops,
     pipeline, quantize, report, speed, types,
 );
 mod images;
@@ -286,8 +287,10 @@ impl Config {
         let evaluation =
             kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
         let host_runs_target = target_kernels.run_here(&target);
+        let target_cpu = kernel_costs::TargetCpu::of_target(&target, &target_features);
         let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
             host_runs_target,
+            target_cpu,
             ..QuantizeOptions::resolve(layers, build_target, evaluation)
         };
         let options = resolve(&self.options);

@@ -7,6 +7,7 @@ use kenosis_options::{BuildTarget, Options};
 
 use crate::error::{Error, Result};
 use crate::fidelity;
+use crate::kernel_costs::TargetCpu;
 use crate::kernels::{Evaluation, IntegerKernels};
 
 /// Generates the [`Config`](crate::Config) setters from the table's `artifact` entries;
@@ -76,6 +77,10 @@ macro_rules! define_build_options {
             /// from [`QuantizeOptions::resolve`] (a build for its own machine), set by
             /// `Config::compile` from the target.
             pub host_runs_target: bool,
+            /// The target's CPU class, whose kernel costs decide which regions run faster in
+            /// FP32 (see [`crate::quantize::domain`]): the build machine's class from
+            /// [`QuantizeOptions::resolve`], set by `Config::compile` from the target.
+            pub target_cpu: TargetCpu,
         }
 
         impl QuantizeOptions {
@@ -90,6 +95,7 @@ macro_rules! define_build_options {
                     )*
                     evaluation,
                     host_runs_target: true,
+                    target_cpu: TargetCpu::of_target("", ""),
                 }
             }
 
@@ -106,8 +112,8 @@ macro_rules! define_build_options {
             /// `key = value` per option in the declaration table's order, each value in its
             /// call-site spelling (`kenosis_options::value::Value::write`) and `none` for an
             /// optional value left unset, then `evaluation = host_kernels` or
-            /// `evaluation = qdq_reference`, then `host_runs_target = true` or `false`; every
-            /// line ends in `\n`. `docs/design.md`
+            /// `evaluation = qdq_reference`, then `host_runs_target = true` or `false`, then
+            /// `target_cpu = x86`, `x86_vnni` or `aarch64`; every line ends in `\n`. `docs/design.md`
             /// ("Cache key") specifies it.
             pub fn canonical(&self) -> String {
                 use kenosis_options::value::Value;
@@ -123,6 +129,7 @@ macro_rules! define_build_options {
                 text.push_str(self.evaluation.canonical());
                 text.push('\n');
                 text.push_str(&format!("host_runs_target = {}\n", self.host_runs_target));
+                text.push_str(&format!("target_cpu = {}\n", self.target_cpu.canonical()));
                 text
             }
         }
@@ -185,13 +192,17 @@ mod tests {
 
     #[test]
     fn the_cache_key_text_is_one_line_per_option_in_table_order() {
-        let o = QuantizeOptions::resolve(&Options::default(), SATURATING, Evaluation::HostKernels);
+        let o = QuantizeOptions {
+            target_cpu: TargetCpu::X86,
+            ..QuantizeOptions::resolve(&Options::default(), SATURATING, Evaluation::HostKernels)
+        };
         assert_eq!(
             o.canonical(),
             "method = \"mse\"\nper_channel = true\nreduce_range = true\nbias_correction = true\n\
-             gptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
+             fp32_where_faster = true\ngptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
              min_speedup = none\nsynthetic_samples = 16\nsynthetic_image_range = none\n\
-             keep_float = []\nevaluation = host_kernels\nhost_runs_target = true\n"
+             keep_float = []\nevaluation = host_kernels\nhost_runs_target = true\n\
+             target_cpu = x86\n"
         );
         let exact = BuildTarget {
             saturating_kernels: false,
@@ -200,7 +211,7 @@ mod tests {
         assert!(o.canonical().contains("reduce_range = false\n"));
         assert!(o
             .canonical()
-            .ends_with("evaluation = qdq_reference\nhost_runs_target = true\n"));
+            .contains("evaluation = qdq_reference\nhost_runs_target = true\n"));
     }
 
     #[test]

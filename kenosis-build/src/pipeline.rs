@@ -253,11 +253,13 @@ impl<'p> Planned<'p> {
         let observed: Vec<String> = self.plan.observed_tensors().map(str::to_owned).collect();
         let weighted = self.weighted();
         let (moments, grams) = observation_requests(&weighted, options);
+        let sized = crate::quantize::domain::sized_tensors(self.normalized.graph(), &self.plan);
         let observations = calibrate::session::observe(
             calibration_model,
             &observed,
             &moments,
             &grams,
+            &sized,
             &self.input_names(),
             &data.samples[..calibrated_on],
             self.path,
@@ -317,6 +319,7 @@ impl<'p> Planned<'p> {
             channel_means,
             patch_grams: observed.patch_grams,
             unfit_tensors,
+            elements: observed.elements,
         }
     }
 }
@@ -369,6 +372,7 @@ impl Calibrated<'_> {
                 bias_correction: options.bias_correction,
                 gptq_rounding: options.gptq_rounding,
             },
+            options.fp32_where_faster.then_some(options.target_cpu),
             options.fidelity_target().is_some(),
         );
         let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| Error::unsupported(planned.path, r));
@@ -734,7 +738,7 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         bias_correction: false,
         gptq_rounding: false,
     };
-    let builder = Builder::new(normalized.model(), &types, statistics, HashMap::new(), weights, false);
+    let builder = Builder::new(normalized.model(), &types, statistics, HashMap::new(), weights, None, false);
     let built = (builder.build(&KeptFloat::default())).map_err(|r| Error::unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
 }

@@ -141,6 +141,28 @@ macro_rules! options {
                         fn bias_correction(enable: bool) = enable;
                     },
                 }
+                /// `fp32_where_faster = bool`: returns regions to FP32 where the target's kernel
+                /// costs estimate them slower in INT8; `false` quantizes all the plan allows,
+                /// for the smallest artifact (default `true`).
+                fp32_where_faster: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |_| true,
+                    setter: {
+                        /// Regions estimated slower in INT8 than in FP32 on the target stay
+                        /// FP32 (default `true`; see `quantize::domain`). `false` keeps every
+                        /// node the placement allows in INT8: a smaller artifact, maybe slower.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .fp32_where_faster(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn fp32_where_faster(enable: bool) = enable;
+                    },
+                }
                 /// `gptq_rounding = bool`: error-compensating (GPTQ) rounding of ungrouped 2-D
                 /// Conv weights; other weights use nearest rounding (default `true`).
                 gptq_rounding: bool {

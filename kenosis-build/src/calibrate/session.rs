@@ -172,6 +172,8 @@ pub struct Observed {
     /// Input patch second moments per Conv (keyed by the Conv's first output), for
     /// error-compensating weight rounding.
     pub patch_grams: HashMap<String, PatchGram>,
+    /// Element count of every exposed float tensor, the largest over the samples.
+    pub elements: HashMap<String, usize>,
 }
 
 /// A Conv whose input patches [`observe`] accumulates into a [`PatchGram`].
@@ -196,10 +198,13 @@ struct TensorObserver {
     grams: Vec<(String, PatchGram)>,
     /// Cleared when the tensor turns out not to be float.
     float: bool,
+    /// The largest element count seen.
+    elements: usize,
 }
 
 impl TensorObserver {
     fn update(&mut self, shape: &[i64], values: &[f32]) {
+        self.elements = self.elements.max(values.len());
         if let Some(h) = &mut self.histogram {
             h.update(values);
         }
@@ -214,9 +219,9 @@ impl TensorObserver {
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
-/// histogram for each of `histograms`, per-channel moments for each of `moments` and patch
+/// histogram for each of `histograms`, per-channel moments for each of `moments`, patch
 /// second moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over
-/// the samples).
+/// the samples) and the element count of those and of `sized`.
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run. The tensors of one run are folded in on
@@ -231,6 +236,7 @@ pub fn observe(
     histograms: &[String],
     moments: &[(String, ChannelAxis)],
     grams: &[GramRequest],
+    sized: &[String],
     input_names: &[String],
     samples: &[Vec<SampleValue>],
     path: &Path,
@@ -241,6 +247,7 @@ pub fn observe(
         .iter()
         .chain(moments.iter().map(|(t, _)| t))
         .chain(grams.iter().map(|g| &g.input))
+        .chain(sized)
         .filter(|t| seen.insert(t.as_str()))
         .cloned()
         .collect();
@@ -267,6 +274,7 @@ pub fn observe(
                     })
                     .collect(),
                 float: true,
+                elements: 0,
             })
         })
         .collect();
@@ -306,6 +314,9 @@ pub fn observe(
         if !observer.float {
             continue;
         }
+        observed
+            .elements
+            .insert(observer.tensor.clone(), observer.elements);
         if let Some(h) = observer.histogram {
             observed.histograms.insert(observer.tensor.clone(), h);
         }

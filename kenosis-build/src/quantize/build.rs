@@ -7,6 +7,8 @@ use std::collections::{HashMap, HashSet};
 use crate::calibrate::gram::PatchGram;
 use crate::error::Unsupported;
 use crate::onnx::{DataType, ModelProto};
+use crate::kernel_costs::TargetCpu;
+use crate::quantize::domain;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
 
@@ -43,6 +45,9 @@ pub struct Statistics {
     pub patch_grams: HashMap<String, PatchGram>,
     /// Activation tensors unfit for uint8, with the reason the report gives.
     pub unfit_tensors: HashMap<String, String>,
+    /// Element count per sample of the tensors the time estimate reads (see
+    /// [`domain::sized_tensors`]).
+    pub elements: HashMap<String, usize>,
 }
 
 /// Makes INT8 builds of one normalized FP32 model from its calibration statistics.
@@ -53,6 +58,9 @@ pub struct Builder<'m> {
     /// Why nodes the caller keeps FP32 are kept (nodes ONNX Runtime cannot run).
     keep_float_reasons: HashMap<String, String>,
     weights: WeightOptions,
+    /// The target class whose kernel costs return slower regions to FP32; `None` keeps the
+    /// plan as it is.
+    target_cpu: Option<TargetCpu>,
     /// Set when several builds will be made (a fidelity target's trials); a single build
     /// would only hold a second copy of every weight's codes.
     weight_cache: Option<WeightCache>,
@@ -76,6 +84,7 @@ impl<'m> Builder<'m> {
         statistics: Statistics,
         keep_float_reasons: HashMap<String, String>,
         weights: WeightOptions,
+        target_cpu: Option<TargetCpu>,
         cache_weights: bool,
     ) -> Self {
         Self {
@@ -84,12 +93,14 @@ impl<'m> Builder<'m> {
             statistics,
             keep_float_reasons,
             weights,
+            target_cpu,
             weight_cache: cache_weights.then(WeightCache::default),
         }
     }
 
-    /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32 and
-    /// `kept` activation tensors unquantized.
+    /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32, `kept`
+    /// activation tensors unquantized, and the nodes the target's kernel costs find faster in
+    /// FP32 (see [`domain`]).
     ///
     /// # Errors
     /// [`Unsupported`] with the rewrite's or the topological sort's reason, for a graph they
@@ -107,27 +118,37 @@ impl<'m> Builder<'m> {
                 .entry(t.clone())
                 .or_insert_with(|| format!("`{t}` {TARGET_TENSOR_REASON}"));
         }
+        let mut options = PlanOptions {
+            keep_float: kept.ops.clone(),
+            keep_float_reasons: self.keep_float_reasons.clone(),
+            float_tensors,
+        };
         let (plan, act) = loop {
-            let plan = plan::plan(
-                graph,
-                self.types,
-                &PlanOptions {
-                    keep_float: kept.ops.clone(),
-                    keep_float_reasons: self.keep_float_reasons.clone(),
-                    float_tensors: float_tensors.clone(),
-                },
-            );
+            let plan = plan::plan(graph, self.types, &options);
             let act = rewrite::activation_params(&plan, graph, &self.statistics.ranges);
             let uncalibrated: Vec<&String> = plan
                 .tensors
                 .keys()
                 .filter(|t| !act.contains_key(*t))
                 .collect();
-            if uncalibrated.is_empty() {
+            if !uncalibrated.is_empty() {
+                for t in uncalibrated {
+                    let reason = format!("`{t}` {UNCALIBRATED_TENSOR_REASON}");
+                    options.float_tensors.insert(t.clone(), reason);
+                }
+                continue;
+            }
+            let Some(cpu) = self.target_cpu else {
+                break (plan, act);
+            };
+            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &cpu.costs());
+            if slower.is_empty() {
                 break (plan, act);
             }
-            for t in uncalibrated {
-                float_tensors.insert(t.clone(), format!("`{t}` {UNCALIBRATED_TENSOR_REASON}"));
+            for i in slower {
+                let name = graph.node[i].name().to_owned();
+                options.keep_float_reasons.insert(name.clone(), domain::reason(cpu));
+                options.keep_float.insert(name);
             }
         };
         let summary = rewrite::rewrite(

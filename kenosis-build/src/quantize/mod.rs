@@ -3,7 +3,9 @@
 pub mod bias_correction;
 pub mod build;
 pub mod channel_spread;
+pub mod domain;
 pub mod gptq;
+mod min_cut;
 pub mod params;
 pub mod plan;
 pub mod rewrite;

@@ -44,7 +44,7 @@ fn float_reason(op_type: &str) -> Option<&'static str> {
 }
 
 /// Which inputs of a node carry quantizable data (not shapes, indices, axes or scales).
-fn data_inputs(node: &NodeProto, rule: OpRule) -> Vec<usize> {
+pub(super) fn data_inputs(node: &NodeProto, rule: OpRule) -> Vec<usize> {
     match (rule, node.op_type()) {
         (OpRule::Weighted { .. }, _) => vec![0],
         (OpRule::QLinear, "Add" | "Mul" | "Concat") => (0..node.input.len()).collect(),

@@ -35,6 +35,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("types", Layer::Leaf),
     ("ops", Layer::Leaf),
     ("kernels", Layer::Leaf),
+    ("kernel_costs", Layer::Leaf),
     // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
     // reasons `onnx` and `graph` give.
     ("error", Layer::Leaf),
