@@ -160,13 +160,23 @@ impl Report {
                 format!("; speed not measured: {why}")
             }
         };
+        let estimated = (self.nodes_fp32.iter())
+            .filter(|n| n.reason.starts_with(crate::quantize::domain::REASON_PREFIX))
+            .count();
+        let estimate = match (estimated, total) {
+            (0, _) => String::new(),
+            (_, 0) => format!(
+                "; no INT8 placement is estimated faster than FP32 on the target: the model stays FP32 ({estimated} ops; `fp32_where_faster = false` quantizes them)"
+            ),
+            _ => format!("; {estimated} ops estimated faster in FP32 on the target"),
+        };
         let image_ranges: String = self
             .synthetic_image_ranges
             .iter()
             .map(|(input, range)| format!("input `{input}` in {range}; "))
             .collect();
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{estimate}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

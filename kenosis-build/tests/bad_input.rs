@@ -34,6 +34,7 @@ impl Sandbox {
 
     fn config(&self) -> Config {
         Config::new()
+            .fp32_where_faster(false)
             .manifest_dir(self.dir.path())
             .out_dir(self.path("out"))
             .cache_dir(self.path("cache"))
@@ -505,7 +506,7 @@ fn quantize_with_custom_op(op_type: &str, domain: &str) -> kenosis_build::Quanti
         &p,
         &std::fs::read(&p).expect("model"),
         &kenosis_build::Calibration::Synthetic,
-        &Default::default(),
+        &support::tiny_options(),
     )
     .unwrap_or_else(|e| panic!("{domain}::{op_type}: {e}"))
 }
@@ -637,7 +638,7 @@ fn an_already_quantized_model_is_refused() {
         &s.path("m.onnx"),
         &std::fs::read(TINY).expect("fixture"),
         &kenosis_build::Calibration::Synthetic,
-        &Default::default(),
+        &support::tiny_options(),
     )
     .expect("fixture quantizes");
     let p = s.write("int8.onnx", &q.bytes);
@@ -1172,7 +1173,7 @@ fn a_clip_whose_max_is_below_its_min_is_not_absorbed_and_no_scale_is_zero() {
         &p,
         &bytes,
         &kenosis_build::Calibration::Synthetic,
-        &Default::default(),
+        &support::tiny_options(),
     )
     .expect("quantizes");
     check("calibrated", &q.bytes);

@@ -111,6 +111,9 @@ fn quantize_synthetic(
     let options = QuantizeOptions {
         synthetic_samples: 20,
         min_cosine,
+        // Layers this small never repay their conversions: without this the time estimate
+        // would keep them all FP32.
+        fp32_where_faster: false,
         ..QuantizeOptions::default()
     };
     quantize(Path::new(name), bytes, &Calibration::Synthetic, &options)

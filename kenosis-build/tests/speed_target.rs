@@ -25,7 +25,7 @@ fn quantize_tiny(options: QuantizeOptions) -> Result<Quantized, Error> {
 fn with_floor(min_speedup: f64) -> QuantizeOptions {
     QuantizeOptions {
         min_speedup: Some(min_speedup),
-        ..QuantizeOptions::default()
+        ..support::tiny_options()
     }
 }
 
@@ -93,4 +93,25 @@ fn a_build_for_another_machine_does_not_time_and_says_why() {
     };
     assert!(why.contains("does not run the target's code"), "{why}");
     assert!(q.report.summary_line().contains("speed not measured"));
+}
+
+/// With default options the time estimate finds the tiny model's layers too small to repay
+/// their conversions: the artifact is the FP32 graph, and the build says so.
+#[test]
+fn a_model_no_int8_placement_speeds_up_stays_fp32_and_says_so() {
+    let q = quantize_tiny(QuantizeOptions::default()).expect("quantizes");
+    assert_eq!(quantize_linear_nodes(&q.bytes), 0);
+    let summary = q.report.summary_line();
+    assert!(
+        summary.contains("no INT8 placement is estimated faster than FP32 on the target"),
+        "{summary}"
+    );
+    assert!(
+        (q.report.nodes_fp32.iter()).any(|n| n.reason.starts_with("estimated faster in FP32")),
+        "{:?}",
+        q.report.nodes_fp32
+    );
+    // The same model with the estimate off quantizes its Conv.
+    let all = quantize_tiny(support::tiny_options()).expect("quantizes");
+    assert!(quantize_linear_nodes(&all.bytes) > 0);
 }

@@ -24,10 +24,13 @@ use crate::kernel_costs::{KernelCosts, TargetCpu};
 use crate::ops::{is_depthwise, rule_of, OpRule};
 use crate::onnx::{attr, tensor, GraphProto, NodeProto};
 
+/// How the reason [`reason`] gives starts.
+pub const REASON_PREFIX: &str = "estimated faster in FP32 on the target";
+
 /// Why a node [`slower_in_int8`] returns stays FP32, for the build report.
 pub fn reason(cpu: TargetCpu) -> String {
     format!(
-        "estimated faster in FP32 on the target ({} kernel costs): in INT8 its kernel would save less time than the QuantizeLinear/DequantizeLinear and layout changes around it cost",
+        "{REASON_PREFIX} ({} kernel costs): in INT8 its kernel would save less time than the QuantizeLinear/DequantizeLinear and layout changes around it cost",
         cpu.canonical()
     )
 }

@@ -11,6 +11,16 @@ pub const TINY: &str = concat!(
     "/../tests/fixtures/tiny/tiny_conv.onnx"
 );
 
+/// Default options for the fixtures here, except `fp32_where_faster`: their layers are far
+/// too small to repay any Q/DQ, so the time estimate would keep them FP32 and leave nothing
+/// quantized to test the other rules on.
+pub fn tiny_options() -> kenosis_build::QuantizeOptions {
+    kenosis_build::QuantizeOptions {
+        fp32_where_faster: false,
+        ..Default::default()
+    }
+}
+
 /// [`TINY`], decoded.
 pub fn tiny() -> ModelProto {
     ModelProto::decode(std::fs::read(TINY).expect("fixture").as_slice()).expect("fixture decodes")
