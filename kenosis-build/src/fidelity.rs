@@ -61,13 +61,14 @@ impl Target {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Measured {
-    /// Mean cosine similarity of the first graph output, flattened.
+    /// Mean over samples of the cosine similarity of the compared tensors, each flattened:
+    /// per sample, that of the worst float output (see [`Compared::FloatOutputs`]).
     pub mean_cosine: f64,
     /// One-sided 95% lower confidence bound of the mean cosine: mean − 1.645·s/√n, with s
     /// the sample standard deviation over the n samples (the mean itself when n < 2).
     #[serde(default)]
     pub cosine_lower_bound: f64,
-    /// Fraction of samples with the same argmax of the first output.
+    /// Fraction of samples with the same argmax of the first compared output.
     pub top1_agreement: f64,
 }
 
@@ -152,8 +153,9 @@ pub struct Evaluator<'a> {
     path: PathBuf,
     input_names: &'a [String],
     samples: &'a [Vec<SampleValue>],
-    reference: Vec<Vec<f32>>,
-    /// The tensor compared (`Compared::Tensor`), or `None` for the first float output.
+    /// Per sample, the values of each compared tensor.
+    reference: Vec<Vec<Vec<f32>>>,
+    /// The tensor compared (`Compared::Tensor`), or `None` for every float output.
     compared: Option<String>,
     /// How the INT8 models run.
     evaluation: Evaluation,
@@ -162,8 +164,10 @@ pub struct Evaluator<'a> {
 /// What the fidelity check compares with FP32.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compared {
-    /// The first float graph output: some graph output is, or may be, float.
-    FirstFloatOutput,
+    /// The float graph outputs: some graph output is, or may be, float. A sample's cosine is
+    /// that of its worst output (a detector's coarsest score map counts as much as its
+    /// finest); top-1 agreement is the first float output's.
+    FloatOutputs,
     /// Every graph output has a known non-float type (a classifier ending in ArgMax, a
     /// detector returning only indices): the float tensor nearest the outputs, searching back
     /// through their producers breadth-first, e.g. the logits an ArgMax reads.
@@ -183,7 +187,7 @@ pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, DataTyp
             .is_some_and(|&t| t != DataType::Float)
     });
     if !all_known_non_float {
-        return Compared::FirstFloatOutput;
+        return Compared::FloatOutputs;
     }
     let index = crate::graph::GraphIndex::new(graph);
     let mut queue: std::collections::VecDeque<&str> =
@@ -227,7 +231,7 @@ impl<'a> Evaluator<'a> {
             reference: Vec::new(),
             compared: match compared {
                 Compared::Tensor(t) => Some(t.clone()),
-                Compared::FirstFloatOutput | Compared::Nothing => None,
+                Compared::FloatOutputs | Compared::Nothing => None,
             },
             evaluation,
         };
@@ -235,7 +239,8 @@ impl<'a> Evaluator<'a> {
         Ok(e)
     }
 
-    fn outputs(&self, model: &ModelProto) -> Result<Vec<Vec<f32>>> {
+    /// Per sample, the values of each compared tensor of `model`.
+    fn outputs(&self, model: &ModelProto) -> Result<Vec<Vec<Vec<f32>>>> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let bytes = match &self.compared {
             Some(t) => encode_with_observed_outputs(model, std::slice::from_ref(t)),
@@ -256,16 +261,18 @@ impl<'a> Evaluator<'a> {
             .map(|sample| {
                 let inputs = sample_inputs(self.input_names, sample, &self.path)?;
                 let out = s.run(borrowed(&inputs)).map_err(rt)?;
-                // The first float output is the one compared (token-id or index outputs
-                // of detectors and tokenizers are not).
+                // Float outputs are compared (token-id or index outputs of detectors and
+                // tokenizers are not).
                 let float = |v: &ort::value::DynValue| {
                     v.try_extract_tensor::<f32>().ok().map(|(_, v)| v.to_vec())
                 };
-                let values = match &self.compared {
-                    Some(t) => out.get(t.as_str()).and_then(float),
-                    None => out.values().find_map(|v| float(&v)),
+                let values: Vec<Vec<f32>> = match &self.compared {
+                    Some(t) => out.get(t.as_str()).and_then(float).into_iter().collect(),
+                    None => out.values().filter_map(|v| float(&v)).collect(),
+                };
+                if values.is_empty() {
+                    return Err(Error::unsupported(&self.path, Unsupported::NoFloatOutput));
                 }
-                .ok_or_else(|| Error::unsupported(&self.path, Unsupported::NoFloatOutput))?;
                 Ok(values)
             })
             .collect()
@@ -278,17 +285,15 @@ impl<'a> Evaluator<'a> {
     /// [`Error::Runtime`] when ONNX Runtime fails.
     pub fn measure(&self, model: &ModelProto) -> Result<Measured> {
         let outputs = self.outputs(model)?;
-        let cosines: Vec<f64> = self
-            .reference
-            .iter()
-            .zip(&outputs)
-            .map(|(a, b)| cosine(a, b))
+        let cosines: Vec<f64> = (self.reference.iter().zip(&outputs))
+            .map(|(a, b)| {
+                (a.iter().zip(b))
+                    .map(|(a, b)| cosine(a, b))
+                    .fold(f64::INFINITY, f64::min)
+            })
             .collect();
-        let agree = self
-            .reference
-            .iter()
-            .zip(&outputs)
-            .filter(|(a, b)| argmax(a) == argmax(b))
+        let agree = (self.reference.iter().zip(&outputs))
+            .filter(|(a, b)| argmax(&a[0]) == argmax(&b[0]))
             .count();
         let n = cosines.len().max(1) as f64;
         let mean = cosines.iter().sum::<f64>() / n;
@@ -546,7 +551,7 @@ mod tests {
         let evaluate = || {
             Evaluator::new(
                 &fp32,
-                &Compared::FirstFloatOutput,
+                &Compared::FloatOutputs,
                 &names,
                 &samples,
                 path,
@@ -616,7 +621,7 @@ mod tests {
     #[test]
     fn a_float_output_is_compared_itself() {
         let m = graph_with_output(vec![node("Relu", &["x"], "y")], DataType::Float);
-        assert_eq!(compared_in(&m), Compared::FirstFloatOutput);
+        assert_eq!(compared_in(&m), Compared::FloatOutputs);
     }
 
     #[test]

@@ -250,7 +250,12 @@ impl<'p> Planned<'p> {
         };
         // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
         // runnable part computes.
-        let observed: Vec<String> = self.plan.observed_tensors().map(str::to_owned).collect();
+        // Tensors that share another's parameters are observed too: a build that keeps their
+        // writer FP32 (the time estimate, a fidelity target) quantizes them on their own.
+        let observed: Vec<String> = (self.plan.tensors.iter())
+            .filter(|(_, source)| !matches!(source, plan::RangeSource::Constant))
+            .map(|(t, _)| t.clone())
+            .collect();
         let weighted = self.weighted();
         let (moments, grams) = observation_requests(&weighted, options);
         let sized = crate::quantize::domain::sized_tensors(self.normalized.graph(), &self.plan);
@@ -307,11 +312,16 @@ impl<'p> Planned<'p> {
                     .map(|(min, max)| (name.clone(), Range { min, max }))
             })
             .collect();
+        // Judged on the tensors the plan quantizes with their own parameters, as before the
+        // shared ones were observed.
+        let own: HashMap<String, Range> = (self.plan.observed_tensors())
+            .filter_map(|t| Some((t.to_owned(), *ranges.get(t)?)))
+            .collect();
         let unfit_tensors = unfit_tensors(
             graph,
             weighted,
             &observed.histograms,
-            &ranges,
+            &own,
             &channel_spreads,
         );
         Statistics {

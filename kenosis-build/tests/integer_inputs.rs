@@ -73,7 +73,7 @@ fn agreement(model: &Path, q: &Quantized, samples: &[Vec<SampleValue>], names: &
     let int8 = kenosis_build::pipeline::decode(model, &q.bytes).expect("int8 decodes");
     let evaluator = Evaluator::new(
         &fp32,
-        &fidelity::Compared::FirstFloatOutput,
+        &fidelity::Compared::FloatOutputs,
         names,
         samples,
         model,

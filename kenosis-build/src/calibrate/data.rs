@@ -6,7 +6,7 @@ use ndarray::{ArrayD, IxDyn};
 use ndarray_npy::ReadNpyExt;
 
 use crate::error::{BadNpy, BadSample, Error, Result};
-use crate::onnx::{DataType, ElemType, GraphProto};
+use crate::onnx::{DataType, ElemType, GraphProto, NodeProto};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
 #[derive(Debug, Clone, PartialEq)]
@@ -20,9 +20,10 @@ pub struct InputSpec {
     /// The `dim_param` of each dim (`None` for fixed or unnamed dims): symbolic dims with
     /// the same name must get the same concrete size.
     pub dim_names: Vec<Option<String>>,
-    /// For an integer input that a Gather reads as indices into a constant table, directly
-    /// or through Casts to int32 or int64: the fewest rows (along the Gather's axis) of
-    /// those tables, so that synthetic ids stay valid indices. `None` otherwise.
+    /// For an integer input that a Gather reads as indices into a constant table (directly
+    /// or through Casts to int32 or int64), or that a one-hot encodes: the fewest rows
+    /// (along the Gather's axis, or the one-hot's depth) of those, so that synthetic ids stay
+    /// valid indices (see `table_rows`). `None` otherwise.
     pub token_rows: Option<usize>,
 }
 
@@ -51,19 +52,28 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
         .collect()
 }
 
-/// The fewest rows of the constant tables Gathers index with `input`, directly or through
-/// Casts to int32 or int64 (see [`InputSpec::token_rows`]).
+/// The fewest rows of the constant tables Gathers index with `input`, or of the one-hot
+/// encodings it feeds (see [`InputSpec::token_rows`]). `input` reaches them directly,
+/// through Casts to int32 or int64 (Gather indices are int32 or int64, so an int8, int16 or
+/// uint8 input reaches a Gather through a Cast), or, for a one-hot, through ops that only
+/// reshape it. A one-hot is an `Equal` against a constant integer tensor (jax2tf's and
+/// tf2onnx's spelling: ids broadcast against `0..depth`), with `max + 1` rows, or a `OneHot`
+/// with a constant depth.
 fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
-    // `input` and the Casts of it to an index type (Gather indices are int32 or int64, so
-    // an int8, int16 or uint8 input reaches a Gather through a Cast).
+    let initializer = |name: &str| graph.initializer.iter().find(|t| t.name() == name);
     let mut indices: std::collections::HashSet<&str> = std::collections::HashSet::from([input]);
     loop {
         let before = indices.len();
         for n in &graph.node {
             let to = crate::onnx::attr::int(n, "to", 0);
             let to = i32::try_from(to).map(ElemType::from_code);
-            if n.op_type() == "Cast"
-                && to.is_ok_and(|t| t == DataType::Int32 || t == DataType::Int64)
+            let passes = match n.op_type() {
+                "Cast" => to.is_ok_and(|t| t == DataType::Int32 || t == DataType::Int64),
+                "Reshape" | "Expand" | "Unsqueeze" | "Squeeze" | "Flatten" => true,
+                _ => false,
+            };
+            if passes
+                && crate::onnx::is_default_domain(n.domain())
                 && n.input
                     .first()
                     .is_some_and(|i| indices.contains(i.as_str()))
@@ -75,14 +85,11 @@ fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
             break;
         }
     }
-    graph
-        .node
-        .iter()
-        .filter(|n| {
-            n.op_type() == "Gather" && n.input.get(1).is_some_and(|i| indices.contains(i.as_str()))
-        })
+    let reads = |n: &NodeProto, k: usize| n.input.get(k).is_some_and(|i| indices.contains(i.as_str()));
+    let gathers = (graph.node.iter())
+        .filter(|n| n.op_type() == "Gather" && reads(n, 1))
         .filter_map(|n| {
-            let table = graph.initializer.iter().find(|t| t.name() == n.input[0])?;
+            let table = initializer(&n.input[0])?;
             let axis = crate::onnx::attr::int(n, "axis", 0);
             let axis = if axis < 0 {
                 axis + table.dims.len() as i64
@@ -91,8 +98,22 @@ fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
             };
             let axis = usize::try_from(axis).ok()?;
             usize::try_from(*table.dims.get(axis)?).ok()
-        })
-        .min()
+        });
+    let one_hots = graph.node.iter().filter_map(|n| {
+        let constant = match n.op_type() {
+            "Equal" if reads(n, 0) => initializer(n.input.get(1)?)?,
+            "Equal" if reads(n, 1) => initializer(&n.input[0])?,
+            "OneHot" if reads(n, 0) => initializer(n.input.get(1)?)?,
+            _ => return None,
+        };
+        let values = crate::onnx::tensor::to_i64(constant).ok()?;
+        let rows = match n.op_type() {
+            "OneHot" => *values.first()?,
+            _ => values.into_iter().max()?.checked_add(1)?,
+        };
+        usize::try_from(rows).ok()
+    });
+    gathers.chain(one_hots).min()
 }
 
 /// One input value of one calibration sample.
@@ -491,5 +512,31 @@ mod tests {
         assert_eq!(specs[0].token_rows, Some(200));
         // A Cast to float is not an index.
         assert_eq!(specs[1].token_rows, None);
+    }
+
+    #[test]
+    fn a_one_hot_comparison_bounds_the_ids_like_a_table() {
+        use crate::onnx::{make_node, tensor, tensor_info, GraphProto};
+        // jax2tf's one-hot of bytes (Google's Magika): reshape to [N, L, 1], compare with
+        // 0..257 broadcast to [1, 1, 257].
+        let node = |op: &str, inputs: &[&str], output: &str| {
+            let inputs = inputs.iter().map(|s| s.to_string()).collect();
+            make_node(op, output.into(), inputs, vec![output.into()], vec![])
+        };
+        let depth: Vec<i32> = (0..257).collect();
+        let graph = GraphProto {
+            node: vec![
+                node("Reshape", &["bytes", "shape"], "column"),
+                node("Equal", &["column", "depth"], "hot"),
+                node("Cast", &["hot"], "hot_f"),
+            ],
+            initializer: vec![
+                tensor::from_i64("shape", &[3], &[-1, 8, 1]),
+                tensor::from_i32("depth", &[1, 1, 257], &depth),
+            ],
+            input: vec![tensor_info("bytes", DataType::Int32, Some(&[1, 8]))],
+            ..Default::default()
+        };
+        assert_eq!(input_specs(&graph)[0].token_rows, Some(257));
     }
 }
