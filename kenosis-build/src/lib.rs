@@ -53,9 +53,23 @@ macro_rules! internal_modules {
 }
 
 internal_modules!(
-    cache, calibrate, cargo, discover, error, fidelity, graph, kernel_costs, kernels,
-    normalize, onnx, ops,
-    pipeline, quantize, report, speed, types,
+    cache,
+    calibrate,
+    cargo,
+    discover,
+    error,
+    fidelity,
+    graph,
+    kernel_costs,
+    kernels,
+    normalize,
+    onnx,
+    ops,
+    pipeline,
+    quantize,
+    report,
+    speed,
+    types,
 );
 mod images;
 mod options;

@@ -228,7 +228,7 @@ fn unchanged_rediscovery_of_100_files_is_cheap() {
         }
         if i % 10 == 0 {
             body.push_str(&format!(
-                "pub fn model() -> &'static kenosis_runtime::EmbeddedModel {{ kenosis_runtime::include_quantized!(\"models/tiny_conv.onnx\", synthetic_samples = {}) }}\n",
+                "pub fn model() -> &'static kenosis_runtime::EmbeddedModel {{ kenosis_runtime::include_quantized!(\"models/tiny_conv.onnx\", synthetic_samples = {}, fp32_where_faster = false) }}\n",
                 8 + i / 10
             ));
         }

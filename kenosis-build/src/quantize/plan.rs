@@ -305,16 +305,14 @@ impl Planner<'_> {
         }
     }
 
-    /// Step 3b: squeeze-and-excitation branches stay FP32 (see [`se_branch`]); their
-    /// GlobalAveragePool stays quantized, with its input's scale, while the gating Mul is.
+    /// Step 3b: squeeze-and-excitation branches stay FP32 (see [`se_branch`]), whether or
+    /// not their GlobalAveragePool is kept; a kept one stays quantized, with its input's
+    /// scale, while the gating Mul is.
     fn drop_se_branches(&mut self) {
-        let mut pools: Vec<usize> = self
-            .rules
-            .keys()
-            .copied()
-            .filter(|&i| self.graph.node[i].op_type() == "GlobalAveragePool")
+        let pools: Vec<usize> = (self.graph.node.iter().enumerate())
+            .filter(|(_, n)| n.op_type() == "GlobalAveragePool")
+            .map(|(i, _)| i)
             .collect();
-        pools.sort_unstable();
         for p in pools {
             let Some((branch, gate)) = se_branch(self.graph, &self.index, p) else {
                 continue;

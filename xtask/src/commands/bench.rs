@@ -1,7 +1,9 @@
 //! `cargo xtask bench [--quick] [--models A,B] [-- BENCH ARGS]`: Kenosis INT8 against FP32
 //! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
-//! and `target/bench/bench.md`, which becomes the `models` section of `docs/benchmarks.md`;
-//! then the deployment costs of `bundled-ort` (`target/bench/deploy.md` and the `deploy`
+//! and `target/bench/bench.md`, which becomes the `models` section of `docs/benchmarks.md`,
+//! with this machine's relative kernel costs as the `kernel-costs` section (the x86-with-VNNI
+//! row of `kenosis_build::kernel_costs` on such a machine; `--kernel-costs-only`); then the
+//! deployment costs of `bundled-ort` (`target/bench/deploy.md` and the `deploy`
 //! section, see [`super::bench_deploy`]); then the build cost of a downstream crate against
 //! the hand-made alternative (`target/bench/build.md` and the `build` section, see
 //! [`super::bench_build`]).
@@ -43,8 +45,12 @@ pub struct Args {
     deploy_only: bool,
     /// Only the build cost of a downstream crate with Kenosis against the hand-made
     /// alternative (ort + include_bytes!): clean and no-change release builds
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kernel_costs_only")]
     build_only: bool,
+    /// Only the relative kernel costs of this machine (kenosis-eval/bench/kernel_costs.py),
+    /// the `kernel-costs` section
+    #[arg(long, conflicts_with = "deploy_only")]
+    kernel_costs_only: bool,
     /// More arguments for the bench binary, after `--` (see `cargo xtask bench -- --help`)
     #[arg(last = true, value_name = "BENCH ARGS")]
     args: Vec<OsString>,
@@ -60,6 +66,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if args.build_only {
         super::bench_build::run(&ort, &out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let python = python_venv(&root.join("target").join("bench-venv"));
+    if args.kernel_costs_only {
+        kernel_costs(&python?, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
     // The coverage-latency and peak-memory rows use the fetched models.
@@ -88,7 +99,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(models) = &args.models {
         cmd.arg("--models").arg(models);
     }
-    match python_venv(&root.join("target").join("bench-venv")) {
+    match &python {
         Ok(python) => {
             cmd.arg("--python").arg(python);
         }
@@ -108,10 +119,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let text = std::fs::read_to_string(&tables)
             .with_context(|| format!("reading {}", tables.display()))?;
         crate::docs::write_section(&crate::docs::benchmarks_md(), "models", &text)?;
+        match &python {
+            Ok(python) => kernel_costs(python, &out)?,
+            Err(err) => eprintln!("xtask: warning: no kernel costs without Python: {err:#}"),
+        }
     }
     super::bench_deploy::run(&ort, &out)?;
     super::bench_build::run(&ort, &out)?;
     Ok(code)
+}
+
+/// Measures this machine's relative kernel costs (`kenosis-eval/bench/kernel_costs.py`, the
+/// source of `kenosis_build::kernel_costs`) into `out/kernel-costs.md` and the `kernel-costs`
+/// section of `docs/benchmarks.md`.
+fn kernel_costs(python: &Path, out: &Path) -> Result<()> {
+    let script = crate::workspace_root().join("kenosis-eval/bench/kernel_costs.py");
+    let output = Command::new(python)
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !output.status.success() {
+        bail!("{} failed: {}", script.display(), output.status);
+    }
+    let text = String::from_utf8(output.stdout).context("kernel_costs.py output")?;
+    crate::docs::publish(out, "kernel-costs", &text)
 }
 
 /// The venv's Python, creating the venv and installing [`REQUIRED`] (and [`OPTIONAL`]) first
