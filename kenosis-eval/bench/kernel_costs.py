@@ -171,6 +171,7 @@ def main():
                     f"— | {t2['fp32_dw']/1e3:.1f} (all INT8: {t2['all']/1e3:.1f}) |")
     units["conversion"] = float(np.mean(conversion))
     units["layout"] = float(np.mean(layout))
+    print("## Kernel costs\n")
     print(f"ONNX Runtime {ort.__version__}, {platform.processor() or platform.machine()}, "
           f"1 thread; FP32 dense multiply-add: {fp32_mac*1e3:.2f} ps.\n")
     print("| chain layer | FP32 us/layer | INT8 us/layer |\n|---|---:|---:|")
