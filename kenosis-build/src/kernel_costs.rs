@@ -6,9 +6,10 @@
 //! in ONNX Runtime 1.31's CPU provider, and the table prices each:
 //! - its int8 depthwise convolution kernel is slower than its FP32 one, which on x86 runs in
 //!   the blocked NCHWc layout;
-//! - every tensor that changes domain pays a QuantizeLinear or a DequantizeLinear, and on
-//!   x86 a layout change with it: integer Convs run in NHWC (ORT's `NhwcTransformer`),
-//!   float ones in NCHWc (`NchwcTransformer`);
+//! - every tensor that changes domain pays a QuantizeLinear or a DequantizeLinear, and a
+//!   layout change too where it meets an FP32 Conv or pooling: integer Convs run in NHWC
+//!   (ORT's `NhwcTransformer`), float ones in NCHWc on x86 (`NchwcTransformer`), NCHW
+//!   elsewhere;
 //! - a float op between integer kernels (a HardSwish, or a SiLU run as `QuickGelu`) pays
 //!   both, a DequantizeLinear before it and a QuantizeLinear after it.
 //!
@@ -17,81 +18,7 @@
 //! rows are estimates from it, each with its reason below, until a machine of that class
 //! measures them.
 
-use serde::{Deserialize, Serialize};
-
-/// The class of CPU a build targets, as far as ONNX Runtime's kernel speeds go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum TargetCpu {
-    /// x86 without VNNI: u8 · s8 products summed in 16-bit pairs (`VPMADDUBSW`), the
-    /// generic x86-64 target.
-    X86,
-    /// x86 with AVX-VNNI or AVX-512 VNNI enabled in the target's features (`VPDPBUSD`).
-    X86Vnni,
-    /// aarch64, and every other architecture: no NCHWc layout in ONNX Runtime.
-    Aarch64,
-}
-
-impl TargetCpu {
-    /// The class of cargo target `triple` (empty: the machine this code runs on) with its
-    /// comma-separated enabled target features (cargo's `CARGO_CFG_TARGET_FEATURE`); an x86
-    /// target lacks VNNI unless its features enable `avxvnni` or `avx512vnni`, as in
-    /// [`crate::kernels::IntegerKernels::of_target`].
-    pub fn of_target(triple: &str, target_features: &str) -> Self {
-        let is_x86 = if triple.is_empty() {
-            cfg!(any(target_arch = "x86", target_arch = "x86_64"))
-        } else {
-            triple.starts_with("x86") || triple.starts_with("i686") || triple.starts_with("i586")
-        };
-        let vnni = target_features
-            .split(',')
-            .any(|f| matches!(f, "avxvnni" | "avx512vnni"));
-        match (is_x86, vnni) {
-            (true, false) => Self::X86,
-            (true, true) => Self::X86Vnni,
-            (false, _) => Self::Aarch64,
-        }
-    }
-
-    /// Its name in the cache key's options text: the serialized name.
-    pub fn canonical(self) -> &'static str {
-        match self {
-            Self::X86 => "x86",
-            Self::X86Vnni => "x86_vnni",
-            Self::Aarch64 => "aarch64",
-        }
-    }
-
-    /// The kernel costs of this class.
-    pub fn costs(self) -> KernelCosts {
-        match self {
-            // Measured (see the module documentation).
-            Self::X86Vnni => KernelCosts {
-                int8_dense: 0.33,
-                fp32_depthwise: 2.2,
-                int8_depthwise: 2.9,
-                conversion: 10.0,
-                layout: 15.0,
-            },
-            // Estimated: without VNNI one `VPDPBUSD` becomes `VPMADDUBSW` + `VPMADDWD` +
-            // `VPADDD`, about twice the dense int8 time; the depthwise kernel and the
-            // conversions do not use VNNI and keep their measured costs.
-            Self::X86 => KernelCosts {
-                int8_dense: 0.66,
-                ..Self::X86Vnni.costs()
-            },
-            // Estimated: `SDOT` (or widening multiplies on cores without it) is priced
-            // between the two x86 rows; without NCHWc, FP32 depthwise is assumed no faster
-            // than int8; conversions and layout changes (NHWC against NCHW) as measured.
-            Self::Aarch64 => KernelCosts {
-                int8_dense: 0.5,
-                int8_depthwise: 2.2,
-                ..Self::X86Vnni.costs()
-            },
-        }
-    }
-}
+use crate::kernels::TargetCpu;
 
 /// Relative kernel costs, in FP32 dense multiply-adds (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -109,23 +36,52 @@ pub struct KernelCosts {
     pub layout: f64,
 }
 
+impl KernelCosts {
+    /// The kernel costs of target class `cpu`.
+    pub fn of(cpu: TargetCpu) -> Self {
+        match cpu {
+            // Measured (see the module documentation).
+            TargetCpu::X86Vnni => Self {
+                int8_dense: 0.33,
+                fp32_depthwise: 2.2,
+                int8_depthwise: 2.9,
+                conversion: 10.0,
+                layout: 15.0,
+            },
+            // Estimated: without VNNI one `VPDPBUSD` becomes `VPMADDUBSW` + `VPMADDWD` +
+            // `VPADDD`, about twice the dense int8 time; the depthwise kernel and the
+            // conversions do not use VNNI and keep their measured costs.
+            TargetCpu::X86 => Self {
+                int8_dense: 0.66,
+                ..Self::of(TargetCpu::X86Vnni)
+            },
+            // Estimated: `SDOT` (or widening multiplies on cores without it) is priced
+            // between the two x86 rows; without NCHWc, FP32 depthwise is assumed no faster
+            // than int8; conversions and layout changes (NHWC against NCHW) as measured.
+            TargetCpu::Aarch64 => Self {
+                int8_dense: 0.5,
+                int8_depthwise: 2.2,
+                ..Self::of(TargetCpu::X86Vnni)
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::TargetCpu;
+    use super::KernelCosts;
+    use crate::kernels::TargetCpu;
 
     #[test]
-    fn classes_follow_the_triple_and_vnni() {
-        let of = TargetCpu::of_target;
-        assert_eq!(of("x86_64-unknown-linux-gnu", "avx2,fma"), TargetCpu::X86);
-        assert_eq!(
-            of("x86_64-unknown-linux-gnu", "avx2,avx512vnni"),
-            TargetCpu::X86Vnni
-        );
-        assert_eq!(of("i686-pc-windows-msvc", "avxvnni"), TargetCpu::X86Vnni);
-        assert_eq!(of("aarch64-unknown-linux-gnu", "neon"), TargetCpu::Aarch64);
-        // Only the dense int8 kernel differs between the two x86 classes.
-        let (x86, vnni) = (TargetCpu::X86.costs(), TargetCpu::X86Vnni.costs());
+    fn only_the_dense_int8_kernel_differs_between_the_x86_classes() {
+        let (x86, vnni) = (KernelCosts::of(TargetCpu::X86), KernelCosts::of(TargetCpu::X86Vnni));
         assert!(x86.int8_dense > vnni.int8_dense);
-        assert_eq!(x86.int8_depthwise, vnni.int8_depthwise);
+        assert_eq!(
+            KernelCosts {
+                int8_dense: vnni.int8_dense,
+                ..x86
+            },
+            vnni
+        );
     }
 }

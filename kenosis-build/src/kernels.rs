@@ -34,25 +34,9 @@ pub enum IntegerKernels {
 
 impl IntegerKernels {
     /// The kernels of a cargo target: `triple` (empty: the machine this code runs on) and its
-    /// comma-separated enabled target features (cargo's `CARGO_CFG_TARGET_FEATURE`).
-    ///
-    /// An x86 target is taken to lack VNNI unless its features enable `avxvnni` or
-    /// `avx512vnni` (e.g. `-C target-cpu=native` on such a CPU): a generic x86-64 binary may
-    /// run on any x86-64 CPU.
+    /// comma-separated enabled target features (see [`TargetCpu::of_target`]).
     pub fn of_target(triple: &str, target_features: &str) -> Self {
-        let is_x86 = if triple.is_empty() {
-            cfg!(any(target_arch = "x86", target_arch = "x86_64"))
-        } else {
-            triple.starts_with("x86") || triple.starts_with("i686") || triple.starts_with("i586")
-        };
-        let vnni = target_features
-            .split(',')
-            .any(|f| matches!(f, "avxvnni" | "avx512vnni"));
-        if is_x86 && !vnni {
-            Self::SaturatingPairs
-        } else {
-            Self::Exact
-        }
+        TargetCpu::of_target(triple, target_features).integer_kernels()
     }
 
     /// The kernels ONNX Runtime picks on the machine this code runs on (the build machine,
@@ -86,6 +70,60 @@ impl IntegerKernels {
     /// saturate; elsewhere 8-bit weights halve the rounding error at the same speed.
     pub fn wants_reduce_range(self) -> bool {
         self == Self::SaturatingPairs
+    }
+}
+
+/// The class of CPU a build targets, as far as ONNX Runtime's kernel speeds go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TargetCpu {
+    /// x86 without VNNI: u8 · s8 products summed in 16-bit pairs (`VPMADDUBSW`), the
+    /// generic x86-64 target.
+    X86,
+    /// x86 with AVX-VNNI or AVX-512 VNNI enabled in the target's features (`VPDPBUSD`).
+    X86Vnni,
+    /// aarch64, and every other architecture: no NCHWc layout in ONNX Runtime.
+    Aarch64,
+}
+
+impl TargetCpu {
+    /// The class of cargo target `triple` (empty: the machine this code runs on) with its
+    /// comma-separated enabled target features (cargo's `CARGO_CFG_TARGET_FEATURE`). An x86
+    /// target lacks VNNI unless its features enable `avxvnni` or `avx512vnni` (e.g.
+    /// `-C target-cpu=native` on such a CPU): a generic x86-64 binary may run on any x86-64
+    /// CPU.
+    pub fn of_target(triple: &str, target_features: &str) -> Self {
+        let is_x86 = if triple.is_empty() {
+            cfg!(any(target_arch = "x86", target_arch = "x86_64"))
+        } else {
+            triple.starts_with("x86") || triple.starts_with("i686") || triple.starts_with("i586")
+        };
+        let vnni = target_features
+            .split(',')
+            .any(|f| matches!(f, "avxvnni" | "avx512vnni"));
+        match (is_x86, vnni) {
+            (true, false) => Self::X86,
+            (true, true) => Self::X86Vnni,
+            (false, _) => Self::Aarch64,
+        }
+    }
+
+    /// Its name in the cache key's options text: the serialized name.
+    pub fn canonical(self) -> &'static str {
+        match self {
+            Self::X86 => "x86",
+            Self::X86Vnni => "x86_vnni",
+            Self::Aarch64 => "aarch64",
+        }
+    }
+
+    /// The integer kernels of this class.
+    pub fn integer_kernels(self) -> IntegerKernels {
+        match self {
+            Self::X86 => IntegerKernels::SaturatingPairs,
+            Self::X86Vnni | Self::Aarch64 => IntegerKernels::Exact,
+        }
     }
 }
 
@@ -147,7 +185,19 @@ impl Evaluation {
 
 #[cfg(test)]
 mod tests {
-    use super::{Evaluation, IntegerKernels};
+    use super::{Evaluation, IntegerKernels, TargetCpu};
+
+    #[test]
+    fn classes_follow_the_triple_and_vnni() {
+        let of = TargetCpu::of_target;
+        assert_eq!(of("x86_64-unknown-linux-gnu", "avx2,fma"), TargetCpu::X86);
+        assert_eq!(
+            of("x86_64-unknown-linux-gnu", "avx2,avx512vnni"),
+            TargetCpu::X86Vnni
+        );
+        assert_eq!(of("i686-pc-windows-msvc", "avxvnni"), TargetCpu::X86Vnni);
+        assert_eq!(of("aarch64-unknown-linux-gnu", "neon"), TargetCpu::Aarch64);
+    }
 
     #[test]
     fn only_x86_without_vnni_saturates() {

@@ -301,7 +301,7 @@ impl Config {
         let evaluation =
             kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
         let host_runs_target = target_kernels.run_here(&target);
-        let target_cpu = kernel_costs::TargetCpu::of_target(&target, &target_features);
+        let target_cpu = kernels::TargetCpu::of_target(&target, &target_features);
         let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
             host_runs_target,
             target_cpu,

@@ -7,8 +7,7 @@ use kenosis_options::{BuildTarget, Options};
 
 use crate::error::{Error, Result};
 use crate::fidelity;
-use crate::kernel_costs::TargetCpu;
-use crate::kernels::{Evaluation, IntegerKernels};
+use crate::kernels::{Evaluation, IntegerKernels, TargetCpu};
 
 /// Generates the [`Config`](crate::Config) setters from the table's `artifact` entries;
 /// expanded in the crate root, which owns `Config`.

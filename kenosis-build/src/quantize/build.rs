@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use crate::calibrate::gram::PatchGram;
 use crate::error::Unsupported;
 use crate::onnx::{DataType, ModelProto};
-use crate::kernel_costs::TargetCpu;
+use crate::kernel_costs::KernelCosts;
+use crate::kernels::TargetCpu;
 use crate::quantize::domain;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
@@ -141,7 +142,7 @@ impl<'m> Builder<'m> {
             let Some(cpu) = self.target_cpu else {
                 break (plan, act);
             };
-            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &cpu.costs());
+            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &KernelCosts::of(cpu));
             if slower.is_empty() {
                 break (plan, act);
             }

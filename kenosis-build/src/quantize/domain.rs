@@ -20,7 +20,8 @@ use std::collections::HashMap;
 use super::min_cut::Network;
 use super::plan::{data_inputs, Plan};
 use crate::graph::GraphIndex;
-use crate::kernel_costs::{KernelCosts, TargetCpu};
+use crate::kernel_costs::KernelCosts;
+use crate::kernels::TargetCpu;
 use crate::ops::{is_depthwise, rule_of, OpRule};
 use crate::onnx::{attr, tensor, GraphProto, NodeProto};
 
@@ -197,7 +198,8 @@ mod tests {
     use std::collections::HashMap;
 
     use super::slower_in_int8;
-    use crate::kernel_costs::TargetCpu;
+    use crate::kernel_costs::KernelCosts;
+    use crate::kernels::TargetCpu;
     use crate::onnx::{attr, tensor, DataType, GraphProto};
     use crate::quantize::plan::{plan, PlanOptions};
     use crate::test_support::{float_value, named};
@@ -255,7 +257,7 @@ mod tests {
         let (graph, types, elements) = inverted_residual(c, side);
         let plan = plan(&graph, &types, &PlanOptions::default());
         assert_eq!(plan.quantized_nodes.len(), 3, "{:?}", plan.float_nodes);
-        (slower_in_int8(&graph, &plan, &elements, &cpu.costs()).into_iter())
+        (slower_in_int8(&graph, &plan, &elements, &KernelCosts::of(cpu)).into_iter())
             .map(|i| graph.node[i].name().to_owned())
             .collect()
     }
