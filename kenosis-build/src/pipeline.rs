@@ -241,13 +241,16 @@ impl<'p> Planned<'p> {
             calibrate::runnable::runnable_part(self.normalized.model(), &self.uncalibratable)
         });
         let calibration_model = runnable.as_ref().unwrap_or(self.normalized.model());
-        let (data, synthetic_image_ranges) =
+        let (mut data, synthetic_image_ranges) =
             calibration_data(calibration, calibration_model, &self.specs, options, self.path)?;
         let held_out = held_out_count(data.samples.len());
         let calibrated_on = match options.fidelity_target() {
             Some(_) if data.samples.len() > 1 => data.samples.len() - held_out,
             _ => data.samples.len(),
         };
+        if calibrated_on < data.samples.len() {
+            spread_to_end(&mut data.samples, held_out);
+        }
         // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
         // runnable part computes.
         // Tensors that share another's parameters are observed too: a build that keeps their
@@ -259,12 +262,15 @@ impl<'p> Planned<'p> {
         let weighted = self.weighted();
         let (moments, grams) = observation_requests(&weighted, options);
         let sized = crate::quantize::domain::sized_tensors(self.normalized.graph(), &self.plan);
+        let requests = calibrate::session::Requests {
+            histograms: &observed,
+            moments: &moments,
+            grams: &grams,
+            sized: &sized,
+        };
         let observations = calibrate::session::observe(
             calibration_model,
-            &observed,
-            &moments,
-            &grams,
-            &sized,
+            &requests,
             &self.input_names(),
             &data.samples[..calibrated_on],
             self.path,
@@ -762,6 +768,28 @@ fn held_out_count(samples: usize) -> usize {
     (samples / 5).max(1).min(samples)
 }
 
+/// Moves `count` samples spread evenly over `samples` (the last of each of `count` equal
+/// runs) to its end, the others keeping their order. A folder sorted by file name often
+/// groups samples by kind (document pages, then photographs): a held-out tail of one kind
+/// would judge a fidelity target on that kind alone.
+fn spread_to_end<T>(samples: &mut Vec<T>, count: usize) {
+    let len = samples.len();
+    if count == 0 || count > len {
+        return;
+    }
+    let held: HashSet<usize> = (0..count).map(|k| (k + 1) * len / count - 1).collect();
+    let (mut kept, mut out) = (Vec::with_capacity(len - count), Vec::with_capacity(count));
+    for (i, s) in samples.drain(..).enumerate() {
+        if held.contains(&i) {
+            out.push(s);
+        } else {
+            kept.push(s);
+        }
+    }
+    kept.extend(out);
+    *samples = kept;
+}
+
 /// The graph inputs (initializers excluded: older IR versions list them as inputs) and
 /// outputs `model` declares, as the manifest records them.
 pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
@@ -826,6 +854,22 @@ fn element_type(t: DataType) -> Option<ElementType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_out_samples_are_spread_over_the_folder_order() {
+        // 44 pages then 6 photographs, as a folder sorted by name gives them.
+        let mut samples: Vec<usize> = (0..50).collect();
+        let count = held_out_count(samples.len());
+        spread_to_end(&mut samples, count);
+        let held = &samples[50 - count..];
+        assert_eq!(held, [4, 9, 14, 19, 24, 29, 34, 39, 44, 49]);
+        assert!(held.iter().any(|&i| i < 44) && held.iter().any(|&i| i >= 44));
+        // The others keep their order, and nothing is lost.
+        assert!(samples[..50 - count].windows(2).all(|w| w[0] < w[1]));
+        let mut all = samples.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..50).collect::<Vec<_>>());
+    }
 
     #[test]
     fn declared_io_records_element_types_and_f32_for_types_the_manifest_lacks() {

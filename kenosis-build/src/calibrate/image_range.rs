@@ -122,7 +122,16 @@ pub fn infer(
     let probe_ranges = vec![PROBE_RANGE; specs.len()];
     let probe = synthetic_with_dims(specs, dims, &probe_ranges, PROBE_SAMPLES, path)?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let observed = session::observe(model, &[], &moments, &[], &[], &names, &probe.samples, path)?;
+    let observed = session::observe(
+        model,
+        &session::Requests {
+            moments: &moments,
+            ..Default::default()
+        },
+        &names,
+        &probe.samples,
+        path,
+    )?;
     for (range, stems) in ranges.iter_mut().zip(&stems) {
         let mut stds: Vec<f64> = stems
             .iter()

@@ -189,6 +189,19 @@ pub struct GramRequest {
     pub second_moments: bool,
 }
 
+/// What [`observe`] collects, by tensor name.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requests<'a> {
+    /// Tensors to histogram (activation ranges).
+    pub histograms: &'a [String],
+    /// Tensors whose per-channel moments to accumulate, with their channel axis.
+    pub moments: &'a [(String, ChannelAxis)],
+    /// Convs whose input patches to accumulate.
+    pub grams: &'a [GramRequest],
+    /// Tensors only counted (their element count per sample).
+    pub sized: &'a [String],
+}
+
 /// The statistics [`observe`] keeps for one exposed tensor.
 struct TensorObserver {
     tensor: String,
@@ -219,9 +232,10 @@ impl TensorObserver {
 
 /// Runs every sample through `model` with the requested tensors exposed and graph
 /// optimizations off (so the observed values are the FP32 graph's own), streaming a
-/// histogram for each of `histograms`, per-channel moments for each of `moments`, patch
-/// second moments for each of `grams` (about [`COLUMNS_PER_CONV`] columns each, spread over
-/// the samples) and the element count of those and of `sized`.
+/// histogram for each of `requests.histograms`, per-channel moments for each of its
+/// `moments`, patch second moments for each of its `grams` (about [`COLUMNS_PER_CONV`]
+/// columns each, spread over the samples) and the element count of those and of its
+/// `sized`.
 ///
 /// Memory is bounded by one sample's activations: each run's outputs are folded into the
 /// statistics and dropped before the next run. The tensors of one run are folded in on
@@ -233,14 +247,17 @@ impl TensorObserver {
 /// [`Error::MissingOutput`] when a run leaves out a tensor exposed as an output.
 pub fn observe(
     model: &ModelProto,
-    histograms: &[String],
-    moments: &[(String, ChannelAxis)],
-    grams: &[GramRequest],
-    sized: &[String],
+    requests: &Requests<'_>,
     input_names: &[String],
     samples: &[Vec<SampleValue>],
     path: &Path,
 ) -> Result<Observed> {
+    let Requests {
+        histograms,
+        moments,
+        grams,
+        sized,
+    } = *requests;
     // Each tensor is exposed once, however many statistics (or requests) read it.
     let mut seen = std::collections::HashSet::new();
     let exposed: Vec<String> = histograms

@@ -36,6 +36,8 @@ pub struct CoverageLatency {
     pub kenosis: Option<Latency>,
     /// FP32 median over Kenosis median.
     pub speedup_vs_fp32: Option<f64>,
+    /// Ops the artifact runs in INT8 (0: the build kept the model FP32).
+    pub int8_ops: Option<usize>,
     /// Why there is no measurement, when there is none.
     pub error: Option<String>,
 }
@@ -57,6 +59,7 @@ pub fn measure(
                 fp32: None,
                 kenosis: None,
                 speedup_vs_fp32: None,
+                int8_ops: None,
                 error: None,
             };
             if let Err(e) = measure_one(&dir.join(name), warmup, runs, &mut row) {
@@ -87,6 +90,7 @@ fn measure_one(
         &QuantizeOptions::default(),
     )
     .map_err(|e| e.to_string())?;
+    row.int8_ops = Some(q.report.ops_quantized.values().sum());
 
     // One sample of the shapes calibration used (symbolic dims probed the same way).
     let model = decode(path, &fp32).map_err(|e| e.to_string())?;

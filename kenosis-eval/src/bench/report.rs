@@ -456,13 +456,18 @@ impl Bench {
             );
             let _ = writeln!(
                 w,
-                "| model | inputs | FP32 ms | Kenosis ms | INT8 speedup |"
+                "| model | inputs | FP32 ms | Kenosis ms | INT8 speedup | ops in INT8 |"
             );
-            let _ = writeln!(w, "|---|---|---:|---:|---:|");
+            let _ = writeln!(w, "|---|---|---:|---:|---:|---|");
             for c in &self.coverage {
+                let ops = match c.int8_ops {
+                    None => "—".to_owned(),
+                    Some(0) => "none: the build kept the FP32 model".to_owned(),
+                    Some(n) => n.to_string(),
+                };
                 let _ = writeln!(
                     w,
-                    "| {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {ops} |",
                     c.model,
                     cell(&c.inputs),
                     ms(&c.fp32),
