@@ -95,8 +95,10 @@ pub fn slower_in_int8(
     let domain_of = |node: Option<&usize>| node.and_then(|n| label.get(n)).copied();
     for t in sized_tensors(graph, plan) {
         let conversion = costs.conversion * count(&t);
-        let readers: Vec<Option<usize>> = (index.consumers_of(&t).iter())
-            .filter(|&&c| {
+        // The nodes reading `t` as data, and their labels (`None`: fixed FP32), then a
+        // `None` for a graph output.
+        let reading: Vec<usize> = (index.consumers_of(&t).iter().copied())
+            .filter(|&c| {
                 let node = &graph.node[c];
                 let data = match label.get(&c) {
                     Some(_) if !plan.absorbed.contains(&c) => data_inputs(node, rule_of(node)),
@@ -104,6 +106,8 @@ pub fn slower_in_int8(
                 };
                 data.iter().any(|&k| node.input.get(k) == Some(&t))
             })
+            .collect();
+        let readers: Vec<Option<usize>> = (reading.iter())
             .map(|c| domain_of(Some(c)))
             .chain(index.outputs.contains(&t).then_some(None))
             .collect();
@@ -111,7 +115,7 @@ pub fn slower_in_int8(
         // A layout change where an FP32 Conv or pooling meets an INT8 node (per reader).
         let layout = costs.layout * count(&t);
         let writer_arranges = index.producer.get(&t).is_some_and(|&p| arranges(&graph.node[p]));
-        for (&c, reader) in index.consumers_of(&t).iter().zip(&readers) {
+        for (&c, reader) in reading.iter().zip(&readers) {
             let reader_arranges = arranges(&graph.node[c]);
             match (writer, *reader) {
                 (Some(w), Some(r)) => {
