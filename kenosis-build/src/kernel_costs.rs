@@ -74,7 +74,10 @@ mod tests {
 
     #[test]
     fn only_the_dense_int8_kernel_differs_between_the_x86_classes() {
-        let (x86, vnni) = (KernelCosts::of(TargetCpu::X86), KernelCosts::of(TargetCpu::X86Vnni));
+        let (x86, vnni) = (
+            KernelCosts::of(TargetCpu::X86),
+            KernelCosts::of(TargetCpu::X86Vnni),
+        );
         assert!(x86.int8_dense > vnni.int8_dense);
         assert_eq!(
             KernelCosts {

@@ -85,7 +85,8 @@ fn table_rows(graph: &GraphProto, input: &str) -> Option<usize> {
             break;
         }
     }
-    let reads = |n: &NodeProto, k: usize| n.input.get(k).is_some_and(|i| indices.contains(i.as_str()));
+    let reads =
+        |n: &NodeProto, k: usize| n.input.get(k).is_some_and(|i| indices.contains(i.as_str()));
     let gathers = (graph.node.iter())
         .filter(|n| n.op_type() == "Gather" && reads(n, 1))
         .filter_map(|n| {

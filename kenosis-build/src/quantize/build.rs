@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::calibrate::gram::PatchGram;
 use crate::error::Unsupported;
-use crate::onnx::{DataType, ModelProto};
 use crate::kernel_costs::KernelCosts;
 use crate::kernels::TargetCpu;
+use crate::onnx::{DataType, ModelProto};
 use crate::quantize::domain;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
@@ -142,13 +142,16 @@ impl<'m> Builder<'m> {
             let Some(cpu) = self.target_cpu else {
                 break (plan, act);
             };
-            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &KernelCosts::of(cpu));
+            let costs = KernelCosts::of(cpu);
+            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &costs);
             if slower.is_empty() {
                 break (plan, act);
             }
             for i in slower {
                 let name = graph.node[i].name().to_owned();
-                options.keep_float_reasons.insert(name.clone(), domain::reason(cpu));
+                options
+                    .keep_float_reasons
+                    .insert(name.clone(), domain::reason(cpu));
                 options.keep_float.insert(name);
             }
         };

@@ -22,8 +22,8 @@ use super::plan::{data_inputs, Plan};
 use crate::graph::GraphIndex;
 use crate::kernel_costs::KernelCosts;
 use crate::kernels::TargetCpu;
-use crate::ops::{is_depthwise, rule_of, OpRule};
 use crate::onnx::{attr, tensor, GraphProto, NodeProto};
+use crate::ops::{is_depthwise, rule_of, OpRule};
 
 /// How the reason [`reason`] gives starts.
 pub const REASON_PREFIX: &str = "estimated faster in FP32 on the target";
@@ -114,7 +114,10 @@ pub fn slower_in_int8(
         let writer = domain_of(index.producer.get(&t));
         // A layout change where an FP32 Conv or pooling meets an INT8 node (per reader).
         let layout = costs.layout * count(&t);
-        let writer_arranges = index.producer.get(&t).is_some_and(|&p| arranges(&graph.node[p]));
+        let writer_arranges = index
+            .producer
+            .get(&t)
+            .is_some_and(|&p| arranges(&graph.node[p]));
         for (&c, reader) in reading.iter().zip(&readers) {
             let reader_arranges = arranges(&graph.node[c]);
             match (writer, *reader) {
@@ -158,7 +161,12 @@ pub fn slower_in_int8(
 fn arranges(node: &NodeProto) -> bool {
     matches!(
         node.op_type(),
-        "Conv" | "ConvTranspose" | "MaxPool" | "AveragePool" | "GlobalAveragePool" | "GlobalMaxPool"
+        "Conv"
+            | "ConvTranspose"
+            | "MaxPool"
+            | "AveragePool"
+            | "GlobalAveragePool"
+            | "GlobalMaxPool"
     )
 }
 
@@ -187,7 +195,9 @@ fn kernel_costs(
     let macs = match node.op_type() {
         "Conv" => output * product(dims.get(1..).unwrap_or_default()),
         "ConvTranspose" => count(&node.input[0]) * product(dims.get(1..).unwrap_or_default()),
-        "Gemm" if attr::int(node, "transB", 0) != 0 => output * product(dims.get(1..).unwrap_or_default()),
+        "Gemm" if attr::int(node, "transB", 0) != 0 => {
+            output * product(dims.get(1..).unwrap_or_default())
+        }
         _ => output * product(dims.get(..1).unwrap_or_default()),
     };
     if is_depthwise(node, dims) {
@@ -212,7 +222,14 @@ mod tests {
     /// to `4c` → HardSwish → 3x3 depthwise → HardSwish → 1x1 projection to `c`, plus the
     /// input. Returns the graph, its element types and each tensor's element
     /// count.
-    fn inverted_residual(c: i64, side: usize) -> (GraphProto, HashMap<String, DataType>, HashMap<String, usize>) {
+    fn inverted_residual(
+        c: i64,
+        side: usize,
+    ) -> (
+        GraphProto,
+        HashMap<String, DataType>,
+        HashMap<String, usize>,
+    ) {
         let wide = 4 * c;
         let mut depthwise = named("Conv", "depthwise", &["h1", "dw_w"], &["dw"]);
         depthwise.attribute.push(attr::make_int("group", wide));
@@ -252,7 +269,10 @@ mod tests {
         .into_iter()
         .map(|(t, n)| (t.to_owned(), n))
         .collect();
-        let types = elements.keys().map(|t| (t.clone(), DataType::Float)).collect();
+        let types = elements
+            .keys()
+            .map(|t| (t.clone(), DataType::Float))
+            .collect();
         (graph, types, elements)
     }
 
