@@ -11,6 +11,7 @@ mod commands;
 mod cross;
 mod docs;
 mod ort;
+mod wheel_models;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

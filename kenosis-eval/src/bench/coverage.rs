@@ -1,8 +1,9 @@
-//! INT8 against FP32 latency of the fetched model families (`fetch-models.sh`): each is
-//! quantized as a build script would with no data (default options, synthetic calibration)
-//! and timed against its FP32 original on one synthetic sample of the calibration shape.
-//! Their fidelity is checked by the model-coverage tests; this measures what those tests
-//! cannot: whether the INT8 model is faster.
+//! INT8 against FP32 latency of the fetched model families (`fetch-models.sh`'s, and the
+//! models outside it that `cargo xtask bench` fetches): each is quantized as a build script
+//! would with no data (default options, synthetic calibration) and timed against its FP32
+//! original on one synthetic sample of the calibration shape. Fidelity is checked elsewhere
+//! (the model-coverage tests for `fetch-models.sh`'s, a one-off measurement on real inputs
+//! in `docs/benchmarks.md` for the others); this measures whether the INT8 model is faster.
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,13 +18,17 @@ use serde::Serialize;
 
 use super::measure::{self, Latency};
 
-/// The fetched models, by file name.
-pub const MODELS: [&str; 5] = [
+/// The fetched models, by file name: `fetch-models.sh`'s, then those `cargo xtask bench`
+/// adds (`xtask/src/wheel_models.rs`).
+pub const MODELS: [&str; 8] = [
     "ppocr-v4-det.onnx",
     "ppocr-v4-rec.onnx",
     "ppocr-mobile-v2-cls.onnx",
     "paraphrase-MiniLM-L3-v2.onnx",
     "silero_vad.onnx",
+    "pp-lcnet-orientation.onnx",
+    "picodet-layout-cdla.onnx",
+    "magika-standard-v3.onnx",
 ];
 
 /// One fetched model's latency, FP32 against Kenosis INT8.
@@ -78,7 +83,7 @@ fn measure_one(
 ) -> Result<(), String> {
     if !path.is_file() {
         return Err(format!(
-            "{} not found: `cargo xtask bench` fetches it with ../shared/fetch-models.sh",
+            "{} not found: `cargo xtask bench` fetches it (../shared/fetch-models.sh, xtask/src/wheel_models.rs)",
             path.display()
         ));
     }

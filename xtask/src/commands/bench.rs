@@ -73,11 +73,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         kernel_costs(&python?, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    // The coverage-latency and peak-memory rows use the fetched models.
+    // The coverage-latency and peak-memory rows use the fetched models, and the models
+    // outside `fetch-models.sh` that `wheel_models` lists.
     let models = super::test::check_shared_dir()?
         .as_deref()
         .and_then(super::test::fetch_models)
         .transpose()?;
+    if let Some(models) = &models {
+        if let Err(err) = crate::wheel_models::fetch(models) {
+            eprintln!("xtask: warning: {err:#}; their latency rows will say they are missing");
+        }
+    }
     // Only a full run's tables replace the ones in docs/benchmarks.md.
     let full_run = !args.quick && args.models.is_none() && args.args.is_empty();
     let mut cmd = cargo::command(&ort);
