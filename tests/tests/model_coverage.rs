@@ -461,8 +461,8 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     // The last ConvTranspose computes the text logits, read only by the output Sigmoid:
     // its range is the prediction itself and stays FP32 (it was clipped at sigmoid 0.5).
     let logits = (graph.node.iter())
-        .filter(|n| n.op_type() == "ConvTranspose")
-        .last()
+        .rev()
+        .find(|n| n.op_type() == "ConvTranspose")
         .expect("a ConvTranspose");
     let last = (q.report.nodes_fp32.iter())
         .find(|n| n.name == logits.name())
