@@ -252,9 +252,9 @@ impl<'p> Planned<'p> {
             spread_to_end(&mut data.samples, held_out);
         }
         // Uncalibratable nodes are kept FP32 above, so every observed tensor is one the
-        // runnable part computes.
-        // Tensors that share another's parameters are observed too: a build that keeps their
-        // writer FP32 (the time estimate, a fidelity target) quantizes them on their own.
+        // runnable part computes. Tensors that share another's parameters are observed too:
+        // a build that keeps their writer FP32 (the time estimate, a fidelity target)
+        // quantizes them with parameters of their own.
         let observed: Vec<String> = (self.plan.tensors.iter())
             .filter(|(_, source)| !matches!(source, plan::RangeSource::Constant))
             .map(|(t, _)| t.clone())
@@ -318,8 +318,8 @@ impl<'p> Planned<'p> {
                     .map(|(min, max)| (name.clone(), Range { min, max }))
             })
             .collect();
-        // Judged on the tensors the plan quantizes with their own parameters, as before the
-        // shared ones were observed.
+        // Only tensors the plan quantizes with parameters of their own are judged: a
+        // shared-scale tensor takes its writer's input parameters, whose fitness is judged.
         let own: HashMap<String, Range> = (self.plan.observed_tensors())
             .filter_map(|t| Some((t.to_owned(), *ranges.get(t)?)))
             .collect();
@@ -754,7 +754,15 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         bias_correction: false,
         gptq_rounding: false,
     };
-    let builder = Builder::new(normalized.model(), &types, statistics, HashMap::new(), weights, None, false);
+    let builder = Builder::new(
+        normalized.model(),
+        &types,
+        statistics,
+        HashMap::new(),
+        weights,
+        None,
+        false,
+    );
     let built = (builder.build(&KeptFloat::default())).map_err(|r| Error::unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
 }
