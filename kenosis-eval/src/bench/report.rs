@@ -452,7 +452,9 @@ impl Bench {
             let _ = writeln!(
                 w,
                 "Default options, synthetic calibration; both timed as above on one synthetic \
-                 sample of the calibration shape (fidelity: `tests/tests/model_coverage.rs`).\n"
+                 sample of the calibration shape (fidelity: `tests/tests/model_coverage.rs`; \
+                 for the last three, the section \"Models outside `../shared`\" of \
+                 `docs/benchmarks.md`).\n"
             );
             let _ = writeln!(
                 w,
