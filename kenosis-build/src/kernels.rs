@@ -33,12 +33,6 @@ pub enum IntegerKernels {
 }
 
 impl IntegerKernels {
-    /// The kernels of a cargo target: `triple` (empty: the machine this code runs on) and its
-    /// comma-separated enabled target features (see [`TargetCpu::of_target`]).
-    pub fn of_target(triple: &str, target_features: &str) -> Self {
-        TargetCpu::of_target(triple, target_features).integer_kernels()
-    }
-
     /// The kernels ONNX Runtime picks on the machine this code runs on (the build machine,
     /// inside a build script), from the CPU's features at run time, as MLAS does.
     pub fn of_host() -> Self {
@@ -201,7 +195,7 @@ mod tests {
 
     #[test]
     fn only_x86_without_vnni_saturates() {
-        let of = IntegerKernels::of_target;
+        let of = |triple, features| TargetCpu::of_target(triple, features).integer_kernels();
         let avx2 = "avx,avx2,fma,sse,sse2";
         assert_eq!(
             of("x86_64-unknown-linux-gnu", avx2),

@@ -296,12 +296,12 @@ impl Config {
             Some(_) => String::new(),
             None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
         };
-        let target_kernels = kernels::IntegerKernels::of_target(&target, &target_features);
+        let target_cpu = kernels::TargetCpu::of_target(&target, &target_features);
+        let target_kernels = target_cpu.integer_kernels();
         let build_target = options::build_target(target_kernels);
         let evaluation =
             kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
         let host_runs_target = target_kernels.run_here(&target);
-        let target_cpu = kernels::TargetCpu::of_target(&target, &target_features);
         let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
             host_runs_target,
             target_cpu,

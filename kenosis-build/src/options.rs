@@ -141,7 +141,7 @@ impl Default for QuantizeOptions {
     /// The defaults for the machine this code runs on (as a build script: the host), with
     /// the fidelity check on its own kernels.
     fn default() -> Self {
-        let kernels = IntegerKernels::of_target("", "");
+        let kernels = TargetCpu::of_target("", "").integer_kernels();
         Self::resolve(
             &Options::default(),
             build_target(kernels),

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kenosis_build::kernels::{Evaluation, IntegerKernels};
+use kenosis_build::kernels::{Evaluation, IntegerKernels, TargetCpu};
 use kenosis_eval::{argmax, imagenet_files, shared_dir, workspace_root};
 use kenosis_runtime::EmbeddedModel;
 use ndarray::Axis;
@@ -283,7 +283,7 @@ fn the_example_cross_built_with_bundled_ort_runs_alone_on_aarch64_and_its_report
 /// QDQ reference where the host's x86 kernels saturate), as the report writes it.
 fn expected_evaluation() -> serde_json::Value {
     let evaluation = Evaluation::for_kernels(
-        IntegerKernels::of_target(TARGET, ""),
+        TargetCpu::of_target(TARGET, "").integer_kernels(),
         IntegerKernels::of_host(),
     );
     serde_json::to_value(evaluation).expect("serializes")
