@@ -526,30 +526,18 @@ impl Config {
                 }
             };
             drop(lock);
-            let (artifact_path, report_path) = artifact_paths(&path, artifacts_dir, &key);
-            if std::fs::read(&artifact_path).ok().as_deref() != Some(artifact.as_slice()) {
-                cache::write_atomic(&artifact_path, &artifact)?;
-            }
             #[allow(
                 clippy::expect_used,
                 reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
             )]
             let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
-            cache::write_atomic(&report_path, &report_json)?;
-            let entry = ModelEntry {
-                source: model.path.display().to_string(),
-                source_path,
-                artifact_path,
-                hash: key,
-                artifact_blake3: blake3::hash(&artifact).to_hex().to_string(),
-                report_path,
+            let files = ArtifactFiles {
+                artifact: &artifact,
+                report_json: &report_json,
                 inputs: report.inputs,
                 outputs: report.outputs,
-                options: model
-                    .call
-                    .as_ref()
-                    .map_or_else(String::new, |c| c.options.canonical()),
             };
+            let entry = write_entry(model, &path, source_path, artifacts_dir, key, files)?;
             Ok((entry, report.keep_float_unmatched))
         }
     }
@@ -574,30 +562,64 @@ fn docs_only_entry(
     decoded: &onnx::ModelProto,
     key: String,
 ) -> Result<(ModelEntry, Vec<String>)> {
-    let (artifact_path, report_path) = artifact_paths(path, artifacts_dir, &key);
-    cache::write_atomic(&artifact_path, &[])?;
     let note = serde_json::json!({
         "source": model.path.display().to_string(),
         "quantized": false,
         "reason": "built with DOCS_RS set (docs.rs): the artifact is empty, documentation only",
-    });
-    cache::write_atomic(&report_path, note.to_string().as_bytes())?;
+    })
+    .to_string();
     let (inputs, outputs) = pipeline::declared_io(decoded);
-    let entry = ModelEntry {
+    let files = ArtifactFiles {
+        artifact: &[],
+        report_json: note.as_bytes(),
+        inputs,
+        outputs,
+    };
+    let entry = write_entry(model, path, source_path, artifacts_dir, key, files)?;
+    Ok((entry, Vec::new()))
+}
+
+/// What [`write_entry`] writes and records for one model.
+struct ArtifactFiles<'a> {
+    artifact: &'a [u8],
+    report_json: &'a [u8],
+    inputs: Vec<TensorInfo>,
+    outputs: Vec<TensorInfo>,
+}
+
+/// Writes the artifact and the report of the model at `path` built under cache `key` into
+/// `artifacts_dir` (atomically; an artifact already there with the same bytes is left
+/// alone), and returns `model`'s manifest entry for them.
+///
+/// # Errors
+/// [`Error::Io`] when a file cannot be written.
+fn write_entry(
+    model: &ModelConfig,
+    path: &Path,
+    source_path: PathBuf,
+    artifacts_dir: &Path,
+    key: String,
+    files: ArtifactFiles<'_>,
+) -> Result<ModelEntry> {
+    let (artifact_path, report_path) = artifact_paths(path, artifacts_dir, &key);
+    if std::fs::read(&artifact_path).ok().as_deref() != Some(files.artifact) {
+        cache::write_atomic(&artifact_path, files.artifact)?;
+    }
+    cache::write_atomic(&report_path, files.report_json)?;
+    Ok(ModelEntry {
         source: model.path.display().to_string(),
         source_path,
         artifact_path,
         hash: key,
-        artifact_blake3: blake3::hash(&[]).to_hex().to_string(),
+        artifact_blake3: blake3::hash(files.artifact).to_hex().to_string(),
         report_path,
-        inputs,
-        outputs,
+        inputs: files.inputs,
+        outputs: files.outputs,
         options: model
             .call
             .as_ref()
             .map_or_else(String::new, |c| c.options.canonical()),
-    };
-    Ok((entry, Vec::new()))
+    })
 }
 
 /// Where the artifact and the report of the model at `path` built under cache `key` go.
