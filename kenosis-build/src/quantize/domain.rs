@@ -15,7 +15,7 @@
 //! which one auxiliary node per tensor expresses. Where both domains cost the same, the
 //! node goes to FP32.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::min_cut::Network;
 use super::plan::{data_inputs, Plan};
@@ -39,7 +39,11 @@ pub fn reason(cpu: TargetCpu) -> String {
 /// The tensors whose element counts [`slower_in_int8`] reads: the data inputs and outputs of
 /// the planned nodes and of the activations they absorb, except constants.
 pub fn sized_tensors(graph: &GraphProto, plan: &Plan) -> Vec<String> {
-    let index = GraphIndex::new(graph);
+    sized_in(graph, &GraphIndex::new(graph), plan)
+}
+
+/// [`sized_tensors`] with the graph's `index` at hand.
+fn sized_in(graph: &GraphProto, index: &GraphIndex, plan: &Plan) -> Vec<String> {
     let mut names: Vec<String> = (plan.quantized_nodes.iter().chain(&plan.absorbed))
         .flat_map(|&i| {
             let node = &graph.node[i];
@@ -93,7 +97,8 @@ pub fn slower_in_int8(
         }
     }
     let domain_of = |node: Option<&usize>| node.and_then(|n| label.get(n)).copied();
-    for t in sized_tensors(graph, plan) {
+    let absorbed: HashSet<usize> = plan.absorbed.iter().copied().collect();
+    for t in sized_in(graph, &index, plan) {
         let conversion = costs.conversion * count(&t);
         // The nodes reading `t` as data, and their labels (`None`: fixed FP32), then a
         // `None` for a graph output.
@@ -101,7 +106,7 @@ pub fn slower_in_int8(
             .filter(|&c| {
                 let node = &graph.node[c];
                 let data = match label.get(&c) {
-                    Some(_) if !plan.absorbed.contains(&c) => data_inputs(node, rule_of(node)),
+                    Some(_) if !absorbed.contains(&c) => data_inputs(node, rule_of(node)),
                     _ => (0..node.input.len()).collect(),
                 };
                 data.iter().any(|&k| node.input.get(k) == Some(&t))
