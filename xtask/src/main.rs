@@ -11,6 +11,7 @@ mod commands;
 mod cross;
 mod docs;
 mod ort;
+mod wheel;
 mod wheel_models;
 
 use std::path::{Path, PathBuf};

