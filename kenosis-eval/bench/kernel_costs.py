@@ -105,21 +105,21 @@ def per_layer(c, hw, layer_of):
     return {v: (b - a) / 5 for v, a, b in zip(variants, ones, sixes)}
 
 
-def conv_layer(k, depthwise, quantized, act="Relu"):
+def conv_layer(c, k, depthwise, quantized, act="Relu"):
     def layer(ch, x, _):
         if quantized:
             x = ch.qdq(x)
-        y = ch.act(ch.conv(x, C, k, depthwise, quantized), act)
+        y = ch.act(ch.conv(x, c, k, depthwise, quantized), act)
         return ch.qdq(y) if quantized else y
     return layer
 
 
-def island_layer(float_op, quantized):
+def island_layer(c, float_op, quantized):
     """1x1 Conv, then `float_op` in float between a DQ and a Q when quantized."""
     def layer(ch, x, _):
         if quantized:
             x = ch.qdq(x)
-        y = ch.conv(x, C, 1, False, quantized)
+        y = ch.conv(x, c, 1, False, quantized)
         if quantized:
             y = ch.qdq(y)
         return float_op(ch, y)
@@ -127,20 +127,17 @@ def island_layer(float_op, quantized):
 
 
 def main():
-    global C
     rows, units = [], {}
     dense, fp32_dw, int8_dw = [], [], []
     for c, hw, k in [(64, 56, 1), (128, 28, 1), (32, 56, 3)]:
-        C = c
-        t = per_layer(c, hw, {"f": conv_layer(k, False, False), "q": conv_layer(k, False, True)})
+        t = per_layer(c, hw, {"f": conv_layer(c, k, False, False), "q": conv_layer(c, k, False, True)})
         macs = c * c * hw * hw * k * k
         dense.append((t["f"] / macs, t["q"] / macs))
         rows.append(f"| Conv {k}x{k}, {c} channels, {hw}x{hw} | {t['f']/1e3:.1f} | {t['q']/1e3:.1f} |")
     fp32_mac = float(np.mean([f for f, _ in dense]))
     units["int8_dense"] = float(np.mean([q / f for f, q in dense]))
     for c, hw, k in [(64, 56, 3), (128, 28, 5), (256, 14, 3)]:
-        C = c
-        t = per_layer(c, hw, {"f": conv_layer(k, True, False), "q": conv_layer(k, True, True)})
+        t = per_layer(c, hw, {"f": conv_layer(c, k, True, False), "q": conv_layer(c, k, True, True)})
         macs = c * hw * hw * k * k
         fp32_dw.append(t["f"] / macs / fp32_mac)
         int8_dw.append(t["q"] / macs / fp32_mac)
@@ -149,20 +146,19 @@ def main():
     units["int8_depthwise"] = float(np.mean(int8_dw))
     conversion, layout = [], []
     for c, hw in [(64, 56), (128, 28), (256, 14)]:
-        C = c
         hswish = lambda ch, y: ch.act(y, "HardSwish")
         relu = lambda ch, y: ch.act(y, "Relu")
         t = per_layer(c, hw, {
-            "q_relu": island_layer(relu, True), "q_hswish": island_layer(hswish, True),
-            "f_relu": island_layer(relu, False), "f_hswish": island_layer(hswish, False)})
+            "q_relu": island_layer(c, relu, True), "q_hswish": island_layer(c, hswish, True),
+            "f_relu": island_layer(c, relu, False), "f_hswish": island_layer(c, hswish, False)})
         elements = c * hw * hw
         hswish_own = t["f_hswish"] - t["f_relu"]
         conversion.append((t["q_hswish"] - t["q_relu"] - hswish_own) / 2 / elements / fp32_mac)
         # INT8 1x1 Convs with the depthwise Conv between them FP32 against INT8.
         dw = lambda q: lambda ch, y: ch.act(ch.conv(ch.qdq(y) if q else y, c, 3, True, q), "Relu")
-        t2 = per_layer(c, hw, {"all": island_layer(dw(True), True),
-                               "fp32_dw": island_layer(dw(False), True)})
-        t3 = per_layer(c, hw, {"f": conv_layer(3, True, False), "q": conv_layer(3, True, True)})
+        t2 = per_layer(c, hw, {"all": island_layer(c, dw(True), True),
+                               "fp32_dw": island_layer(c, dw(False), True)})
+        t3 = per_layer(c, hw, {"f": conv_layer(c, 3, True, False), "q": conv_layer(c, 3, True, True)})
         island = (t2["fp32_dw"] - t2["all"]) - (t3["f"] - t3["q"])
         layout.append(island / 2 / elements / fp32_mac - conversion[-1])
         rows.append(f"| float HardSwish between INT8 1x1 Convs, {c} channels, {hw}x{hw} | "
