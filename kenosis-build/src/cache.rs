@@ -134,8 +134,8 @@ pub struct KeyLock {
 
 impl Cache {
     /// Opens (creating if needed) the cache at `dir`, and removes the temporary files a
-    /// killed build left there (those of [`TEMP_PREFIX`] or `tempfile`'s default `.tmp`
-    /// prefix, last modified [`ORPHAN_AGE`] ago or earlier). Entries are not authenticated:
+    /// killed build left there (those of [`TEMP_PREFIX`], last modified [`ORPHAN_AGE`] ago or
+    /// earlier). Entries are not authenticated:
     /// see [`Cache::authenticated`].
     ///
     /// # Errors
@@ -143,7 +143,10 @@ impl Cache {
     pub fn open(dir: PathBuf) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         // Probe writability now, so the error names the cache folder, not a temp file.
-        tempfile::NamedTempFile::new_in(&dir).map_err(|e| Error::io(&dir, e))?;
+        tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempfile_in(&dir)
+            .map_err(|e| Error::io(&dir, e))?;
         remove_orphans(&dir, ORPHAN_AGE);
         Ok(Self { dir, mac_key: None })
     }
@@ -192,17 +195,23 @@ impl Cache {
     /// one quantizes while the others wait and then find its entry. Released when the
     /// returned guard is dropped, or when the process dies.
     ///
+    /// The file is opened read-only (a lock needs no write access, so users sharing a cache
+    /// folder can lock each other's lock files), without following a link (`O_NOFOLLOW`) and
+    /// without blocking (`O_NONBLOCK`: opening a FIFO for reading would wait for a writer),
+    /// and must be a regular file.
+    ///
     /// # Errors
-    /// [`Error::Io`] naming the lock file when it cannot be created or locked.
+    /// [`Error::Io`] naming the lock file when it cannot be created, opened or locked, is a
+    /// link, or is not a regular file.
     pub fn lock(&self, key: &str) -> Result<KeyLock> {
         let path = self.dir.join(format!("{key}.lock"));
         let io = |e| Error::io(&path, e);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
+        let file = open_lock_file(&path).map_err(io)?;
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(io(std::io::Error::other(
+                "not a regular file (a FIFO, device or socket); remove it",
+            )));
+        }
         file.lock().map_err(io)?;
         Ok(KeyLock { _file: file })
     }
@@ -211,23 +220,34 @@ impl Cache {
     /// for an authenticated cache, its MAC verifies). Entry files that are not regular
     /// files (links to devices, FIFOs) or are larger than protobuf's 2 GiB limit are
     /// ignored, never read.
+    ///
+    /// In an authenticated cache the MAC is checked before the report is parsed, so that a
+    /// writer without the secret never has its JSON read.
     pub fn get(&self, key: &str) -> Option<(Vec<u8>, Report)> {
+        self.lookup(key).ok()
+    }
+
+    /// [`Cache::get`], saying which check an entry failed first.
+    fn lookup(&self, key: &str) -> std::result::Result<(Vec<u8>, Report), Miss> {
         let (model, report_path) = self.paths(key);
-        let report_bytes = read_bounded(&report_path, MAX_REPORT_BYTES)?;
-        let report: Report = serde_json::from_slice(&report_bytes).ok()?;
-        let bytes = read_bounded(&model, MAX_ARTIFACT_BYTES)?;
-        if blake3::hash(&bytes).to_hex().as_str() != report.artifact_blake3 {
-            return None;
-        }
+        let report_bytes = read_bounded(&report_path, MAX_REPORT_BYTES).ok_or(Miss::Unreadable)?;
+        let bytes = read_bounded(&model, MAX_ARTIFACT_BYTES).ok_or(Miss::Unreadable)?;
         if let Some(mac_key) = &self.mac_key {
-            let stored = read_bounded(&self.mac_path(key), 128)?;
-            let stored = blake3::Hash::from_hex(std::str::from_utf8(&stored).ok()?.trim()).ok()?;
+            let stored = read_bounded(&self.mac_path(key), 128).ok_or(Miss::Mac)?;
+            let stored = std::str::from_utf8(&stored)
+                .ok()
+                .and_then(|text| blake3::Hash::from_hex(text.trim()).ok())
+                .ok_or(Miss::Mac)?;
             // `blake3::Hash` compares in constant time.
             if Self::mac(mac_key, key, &bytes, &report_bytes) != stored {
-                return None;
+                return Err(Miss::Mac);
             }
         }
-        Some((bytes, report))
+        let report: Report = serde_json::from_slice(&report_bytes).map_err(|_| Miss::Report)?;
+        if blake3::hash(&bytes).to_hex().as_str() != report.artifact_blake3 {
+            return Err(Miss::Hash);
+        }
+        Ok((bytes, report))
     }
 
     /// Stores an entry atomically (the MAC of an authenticated cache last, so that a reader
@@ -250,6 +270,19 @@ impl Cache {
         }
         Ok(())
     }
+}
+
+/// Why [`Cache::lookup`] found no usable entry: the first check that failed.
+#[derive(Debug, PartialEq, Eq)]
+enum Miss {
+    /// A file is missing, not a regular file, or too large.
+    Unreadable,
+    /// The MAC is missing, malformed or wrong (authenticated caches only).
+    Mac,
+    /// The report does not parse.
+    Report,
+    /// The artifact's BLAKE3 differs from the report's.
+    Hash,
 }
 
 /// Largest artifact [`Cache::get`] reads: protobuf's limit for one message.
@@ -276,8 +309,8 @@ fn read_bounded(path: &Path, limit: u64) -> Option<Vec<u8>> {
     (bytes.len() as u64 <= limit).then_some(bytes)
 }
 
-/// Removes the temporary files in `dir` (names starting with [`TEMP_PREFIX`] or `.tmp`)
-/// last modified `age` ago or earlier. Best effort: errors are ignored. Returns how many
+/// Removes the temporary files in `dir` (names starting with [`TEMP_PREFIX`], which only
+/// Kenosis writes) last modified `age` ago or earlier. Best effort: errors are ignored. Returns how many
 /// were removed.
 pub fn remove_orphans(dir: &Path, age: Duration) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -287,7 +320,7 @@ pub fn remove_orphans(dir: &Path, age: Duration) -> usize {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !(name.starts_with(TEMP_PREFIX) || name.starts_with(".tmp")) {
+        if !name.starts_with(TEMP_PREFIX) {
             continue;
         }
         // `DirEntry::metadata` does not follow symlinks: only plain files are removed.
@@ -306,6 +339,30 @@ pub fn remove_orphans(dir: &Path, age: Duration) -> usize {
         }
     }
     removed
+}
+
+/// Opens (creating if needed) the lock file at `path` read-only, without following a link
+/// and without blocking (see [`Cache::lock`]).
+#[cfg(unix)]
+fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // `O_CREAT` through the custom flags: the standard library's `create` asks for write
+    // access, which a lock does not need.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .mode(0o644)
+        .open(path)
+}
+
+/// Opens (creating if needed) the lock file at `path` (see [`Cache::lock`]).
+#[cfg(not(unix))]
+fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
 }
 
 /// Writes `bytes` to `path` through a temporary file (prefix [`TEMP_PREFIX`]) in the same
@@ -360,16 +417,70 @@ mod tests {
             path
         };
         let old_ours = file(".kenosis-tmp-a1b2c3", 2 * 3600);
-        let old_default = file(".tmpXYZ123", 2 * 3600);
+        let old_other = file(".tmpXYZ123", 2 * 3600);
         let fresh = file(".kenosis-tmp-d4e5f6", 10);
         let entry = file("0123.onnx", 2 * 3600);
         Cache::open(dir.path().to_owned()).expect("cache");
+        assert!(!old_ours.exists(), "Kenosis's orphan removed");
         assert!(
-            !old_ours.exists() && !old_default.exists(),
-            "orphans removed"
+            old_other.exists(),
+            "another program's temporary file is left alone"
         );
         assert!(fresh.exists(), "a write in progress is left alone");
         assert!(entry.exists(), "entries are not temporary files");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "opening left no file of its own: {names:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn lock_files_are_opened_read_only_and_never_through_links_or_fifos() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = Cache::open(dir.path().to_owned()).expect("cache");
+        // Another user's lock file: readable, not writable by this process.
+        let theirs = dir.path().join("shared.lock");
+        std::fs::write(&theirs, b"").expect("write");
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+        drop(cache.lock("shared").expect("a read-only lock file is locked"));
+        // A link is not followed, even to a regular file.
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").expect("write");
+        std::os::unix::fs::symlink(&target, dir.path().join("link.lock")).expect("symlink");
+        let err = cache.lock("link").expect_err("a link is refused");
+        assert!(err.to_string().contains("link.lock"), "{err}");
+        // A FIFO is refused at once, not waited on.
+        let fifo = dir.path().join("fifo.lock");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+        let err = cache.lock("fifo").expect_err("a FIFO is refused");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn an_authenticated_entry_is_verified_before_its_report_is_parsed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = Cache::open(dir.path().to_owned())
+            .expect("cache")
+            .authenticated(b"secret");
+        // A report that does not parse: under a wrong MAC it is never parsed; under the
+        // right one the parse is what fails.
+        std::fs::write(dir.path().join("k.onnx"), b"model").expect("write");
+        std::fs::write(dir.path().join("k.json"), b"{not json").expect("write");
+        let wrong = blake3::hash(b"forged");
+        std::fs::write(dir.path().join("k.mac"), wrong.to_hex().as_bytes()).expect("write");
+        assert_eq!(cache.lookup("k").err(), Some(Miss::Mac));
+        let mac_key = cache.mac_key.expect("key");
+        let mac = Cache::mac(&mac_key, "k", b"model", b"{not json");
+        std::fs::write(dir.path().join("k.mac"), mac.to_hex().as_bytes()).expect("write");
+        assert_eq!(cache.lookup("k").err(), Some(Miss::Report));
     }
 
     #[cfg(unix)]

@@ -1,13 +1,35 @@
 //! Everything the build script tells cargo, and every environment variable it reads
 //! (each read is reported with `cargo:rerun-if-env-changed`).
+//!
+//! Every `cargo:` line goes through [`directive`], which refuses a value holding a line
+//! break: cargo reads build-script output line by line, so a `\n` in a file name would end
+//! Kenosis's line and start one of the file's choosing (`cargo:rustc-link-arg=…`). Models are
+//! downloaded from strangers; their folders must not be able to write directives.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+/// Prints `cargo:{key}={value}`, the one place that writes to cargo.
+///
+/// # Errors
+/// [`LineBreak`] when `value` holds `\n` or `\r` (nothing is printed).
+fn directive(key: &str, value: &str) -> std::result::Result<(), LineBreak> {
+    if value.contains(['\n', '\r']) {
+        return Err(LineBreak);
+    }
+    println!("cargo:{key}={value}");
+    Ok(())
+}
+
+/// A value for a `cargo:` line holds a line break.
+#[derive(Debug)]
+struct LineBreak;
+
 /// Reads `name`, telling cargo to rerun the build script when it changes.
-pub fn env(name: &str) -> Option<String> {
-    println!("cargo:rerun-if-env-changed={name}");
+pub fn env(name: &'static str) -> Option<String> {
+    // Kenosis's own variable names hold no line break.
+    let _ = directive("rerun-if-env-changed", name);
     std::env::var(name).ok()
 }
 
@@ -17,14 +39,41 @@ pub fn cargo_env(name: &'static str) -> Result<String> {
 }
 
 /// `cargo:rerun-if-changed=<path>` (a folder makes cargo watch every file inside it).
-pub fn rerun_if_changed(path: &Path) {
-    println!("cargo:rerun-if-changed={}", path.display());
+///
+/// # Errors
+/// [`Error::UnsafePath`] naming `path` when it holds `\n` or `\r`, or is not UTF-8 (cargo
+/// would watch a lossily converted path, which is another file).
+pub fn rerun_if_changed(path: &Path) -> Result<()> {
+    check_path(path)?;
+    let text = path.to_str().unwrap_or_default();
+    directive("rerun-if-changed", text).map_err(|LineBreak| unsafe_path(path))
 }
 
-/// One `cargo:warning=` line (newlines would start new, unprefixed lines, so they are
-/// flattened).
+/// Refuses a path that could not be printed in a `cargo:` line as it is (see
+/// [`rerun_if_changed`]); also for paths that are read but not printed, such as an external
+/// data location, so that one rule holds for every file a model names.
+///
+/// # Errors
+/// [`Error::UnsafePath`] naming `path`.
+pub fn check_path(path: &Path) -> Result<()> {
+    match path.to_str() {
+        Some(text) if !text.contains(['\n', '\r']) => Ok(()),
+        _ => Err(unsafe_path(path)),
+    }
+}
+
+fn unsafe_path(path: &Path) -> Error {
+    Error::UnsafePath {
+        path: PathBuf::from(path),
+    }
+}
+
+/// One `cargo:warning=` line. Line breaks would start new, unprefixed lines, so `\n` and `\r`
+/// become spaces: a warning can quote node names and paths from the model.
 pub fn warning(message: &str) {
-    println!("cargo:warning={}", message.replace('\n', " "));
+    let flat = message.replace(['\n', '\r'], " ");
+    // Flattened above: no line break remains.
+    let _ = directive("warning", &flat);
 }
 
 /// The target directory that `out_dir` lives in: the nearest ancestor holding cargo's
@@ -36,4 +85,29 @@ pub fn target_dir_of(out_dir: &Path) -> PathBuf {
         .or_else(|| out_dir.ancestors().nth(4))
         .unwrap_or(out_dir)
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_break_in_a_value_is_refused_before_printing() {
+        for value in ["a\nb", "a\rb", "w.bin\ncargo:warning=x", "\r"] {
+            assert!(directive("rerun-if-changed", value).is_err(), "{value:?}");
+        }
+        assert!(directive("rerun-if-changed", "models/a b.onnx").is_ok());
+    }
+
+    #[test]
+    fn paths_with_line_breaks_are_typed_errors_naming_the_path() {
+        let path = Path::new("models/w.bin\ncargo:rustc-link-arg=-x");
+        let err = rerun_if_changed(path).expect_err("refused");
+        assert!(matches!(&err, Error::UnsafePath { path: p } if p == path));
+        assert!(matches!(
+            check_path(Path::new("calib/x\r.npy")),
+            Err(Error::UnsafePath { .. })
+        ));
+        assert!(check_path(Path::new("calib/x.npy")).is_ok());
+    }
 }

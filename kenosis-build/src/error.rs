@@ -117,6 +117,15 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// A path the build would print in a `cargo:` line (a model, its external data, a
+    /// calibration folder or file, a discovered source file) holds a line break or is not
+    /// UTF-8. Refused, not escaped: cargo has no escaping, and a line break would let the file
+    /// name write build-script directives of its own (see `docs/cache-trust.md`).
+    #[error("{path:?}: a file name holding a line break (\\n or \\r) or invalid UTF-8 is refused: printed to cargo, it could inject build-script directives; rename the file")]
+    UnsafePath {
+        /// The path, as found (printed escaped).
+        path: PathBuf,
+    },
     /// The build configuration itself is wrong (e.g. no model registered).
     #[error("kenosis-build configuration: {0}")]
     Config(String),

@@ -66,8 +66,9 @@ pub const IMAGE_EXTENSIONS: &[&str] = &[
 ///
 /// # Errors
 /// [`Error::Io`] naming the folder or file that could not be listed, read, written or
-/// removed; [`Error::Calibration`] naming the image `preprocess` failed on (with its
-/// message), an image path that is not a regular file, or `images` when it holds no image.
+/// removed; [`Error::UnsafePath`] when `images` holds a line break; [`Error::Calibration`]
+/// naming the image `preprocess` failed on (with its message), an image path that is not a
+/// regular file, or `images` when it holds no image.
 pub fn calibration_images<D, E>(
     images: impl AsRef<Path>,
     out: impl AsRef<Path>,
@@ -78,7 +79,7 @@ where
     E: Display,
 {
     let (images, out) = (images.as_ref(), out.as_ref());
-    crate::cargo::rerun_if_changed(images);
+    crate::cargo::rerun_if_changed(images)?;
     let files = image_files(images)?;
     if files.is_empty() {
         return Err(Error::Calibration {

@@ -131,8 +131,18 @@ pub struct Config {
     manifest_dir: Option<PathBuf>,
     out_dir: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
-    cache_key: Option<String>,
+    cache_key: Option<CacheSecret>,
     target: Option<String>,
+}
+
+/// The secret of [`Config::cache_key`], kept out of `Debug` output (build logs).
+#[derive(Clone, Default)]
+struct CacheSecret(String);
+
+impl std::fmt::Debug for CacheSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheSecret(<redacted>)")
+    }
 }
 
 kenosis_options::options!(options::config_setters);
@@ -231,21 +241,26 @@ impl Config {
         self
     }
 
-    /// Authenticates cache entries with `secret` (default: `$KENOSIS_CACHE_KEY` when set and
-    /// non-empty): entries carry a keyed BLAKE3 hash over the cache key, the artifact and its
-    /// report, and an entry whose hash does not verify is rebuilt, never embedded (see
+    /// Authenticates cache entries with `secret` (default: `$KENOSIS_CACHE_KEY`): entries
+    /// carry a keyed BLAKE3 hash over the cache key, the artifact and its report, and an
+    /// entry whose hash does not verify is rebuilt, never embedded (see
     /// `cache::Cache::authenticated` and `docs/cache-trust.md`). Set it when the cache
     /// folder is shared with jobs that may write it but must not choose what is embedded.
     ///
+    /// An empty secret (here or in `KENOSIS_CACHE_KEY`) makes [`Config::compile`] fail: a CI
+    /// secret that is unavailable to a job expands to an empty string, and that must not turn
+    /// authentication off silently. The secret never appears in `Debug` output.
+    ///
     /// ```no_run
+    /// let secret = std::env::var("CI_CACHE_SECRET").expect("CI_CACHE_SECRET is set");
     /// kenosis_build::Config::new()
     ///     .model("models/net.onnx")
-    ///     .cache_key(std::env::var("CI_CACHE_SECRET").unwrap_or_default())
+    ///     .cache_key(secret)
     ///     .compile()
     ///     .expect("kenosis: quantization failed");
     /// ```
     pub fn cache_key(mut self, secret: impl Into<String>) -> Self {
-        self.cache_key = Some(secret.into());
+        self.cache_key = Some(CacheSecret(secret.into()));
         self
     }
 
@@ -283,8 +298,9 @@ impl Config {
     /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model.
     ///
     /// # Errors
-    /// [`Error::Config`] for an option out of bounds (see `QuantizeOptions::check`), before
-    /// any model is read; otherwise the first [`Error`] met. Nothing is written into
+    /// [`Error::Config`] for an option out of bounds (see `QuantizeOptions::check`) or an
+    /// empty cache key (see [`Config::cache_key`]), before any model is read; otherwise the
+    /// first [`Error`] met. Nothing is written into
     /// `OUT_DIR` for the failing model and no manifest is written.
     pub fn compile(self) -> Result<()> {
         let target = match &self.target {
@@ -317,21 +333,40 @@ impl Config {
             Some(d) => d.clone(),
             None => PathBuf::from(cargo::cargo_env("OUT_DIR")?),
         };
-        let cache_dir = match (&self.cache_dir, cargo::env("KENOSIS_CACHE_DIR")) {
+        let secret = match &self.cache_key {
+            Some(CacheSecret(k)) => Some(k.clone()),
+            None => cargo::env(cache::CACHE_KEY_ENV),
+        };
+        if secret.as_deref() == Some("") {
+            return Err(Error::Config(format!(
+                "the cache key is empty (`{}` set to \"\" or `cache_key(\"\")`): an unavailable \
+                 secret must not turn cache authentication off; unset it, or set a secret",
+                cache::CACHE_KEY_ENV
+            )));
+        }
+        let cache_dir = match (&self.cache_dir, cargo::env(CACHE_DIR_ENV)) {
             (Some(d), _) => d.clone(),
-            (None, Some(d)) => PathBuf::from(d),
+            (None, Some(d)) => {
+                if secret.is_none() {
+                    cargo::warning(&format!(
+                        "kenosis: {CACHE_DIR_ENV} is set but no cache key: entries of the shared cache folder are checked for integrity, not authenticity; set {} to a secret (see docs/cache-trust.md)",
+                        cache::CACHE_KEY_ENV
+                    ));
+                }
+                PathBuf::from(d)
+            }
             (None, None) => cargo::target_dir_of(&out_dir).join("kenosis-cache"),
         };
         let mut models = self.models.clone();
         if self.discover {
             let toml = manifest_dir.join("Cargo.toml");
-            cargo::rerun_if_changed(&toml);
+            cargo::rerun_if_changed(&toml)?;
             let found = discover::discover_calls(
                 &manifest_dir,
                 Some(&out_dir.join("kenosis-discovery.json")),
             )?;
             for path in found.dirs.iter().chain(&found.files) {
-                cargo::rerun_if_changed(path);
+                cargo::rerun_if_changed(path)?;
             }
             let mut known: Vec<(PathBuf, String)> = models
                 .iter()
@@ -363,11 +398,7 @@ impl Config {
             ));
         }
         let mut cache = cache::Cache::open(cache_dir)?;
-        let secret = match &self.cache_key {
-            Some(k) => Some(k.clone()),
-            None => cargo::env(cache::CACHE_KEY_ENV),
-        };
-        if let Some(secret) = secret.filter(|k| !k.is_empty()) {
+        if let Some(secret) = secret {
             cache = cache.authenticated(secret.as_bytes());
         }
         let artifacts_dir = out_dir.join("kenosis");
@@ -450,7 +481,7 @@ impl Config {
                 },
             ));
         }
-        cargo::rerun_if_changed(&path);
+        cargo::rerun_if_changed(&path)?;
         let bytes = read_regular_file(&path)?;
         let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
 
@@ -461,17 +492,21 @@ impl Config {
         drop(bytes);
         // `external_files` has checked that each is a regular file inside the model's folder.
         for file in pipeline::external_files(&path, &decoded)? {
-            cargo::rerun_if_changed(&file);
+            cargo::rerun_if_changed(&file)?;
             key.add_file(&file)?;
         }
         let calibration = match calib {
             Some(dir) => {
                 let dir = manifest_dir.join(dir);
-                cargo::rerun_if_changed(&dir);
-                for file in calibration_files(&dir)? {
-                    let rel = file.strip_prefix(&dir).unwrap_or(&file);
+                cargo::rerun_if_changed(&dir)?;
+                // Exactly the files calibration will read (see `npy_files`), with their
+                // names: pairing across inputs goes by name.
+                let graph = decoded.graph.as_ref().map(calibrate::data::input_names);
+                let files = calibrate::data::npy_files(&dir, &graph.unwrap_or_default())?;
+                for file in files.iter().flatten() {
+                    let rel = file.strip_prefix(&dir).unwrap_or(file);
                     key.add(rel.to_string_lossy().as_bytes());
-                    key.add_file(&file)?;
+                    key.add_file(file)?;
                 }
                 Calibration::NpyDir(dir)
             }
@@ -542,6 +577,10 @@ impl Config {
         }
     }
 }
+
+/// The cache folder to use instead of `<target dir>/kenosis-cache`, e.g. one shared by CI
+/// jobs (see `docs/cache-trust.md`).
+const CACHE_DIR_ENV: &str = "KENOSIS_CACHE_DIR";
 
 /// Set by docs.rs, whose builds have neither ONNX Runtime nor network (`ort-sys` skips linking
 /// under it too).
@@ -691,43 +730,6 @@ fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
         Some(rest) => out_dir.join(rest.trim_start_matches('/')),
         None => PathBuf::from(dir),
     }
-}
-
-/// Every `.npy` file under a calibration folder, recursively, in sorted order (for
-/// hashing). Symlinked folders are followed (a per-input subfolder may be a link) but each
-/// resolved folder is entered once, so a link cycle ends; a `.npy` that is not a regular
-/// file once symlinks are followed (a FIFO, a link to `/dev/zero`) is an error, since
-/// reading it would hang or never end.
-///
-/// # Errors
-/// [`Error::Io`] for an unreadable folder; [`Error::Calibration`] naming a `.npy` that is
-/// not a regular file.
-fn calibration_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    let mut entered = std::collections::HashSet::new();
-    while let Some(d) = stack.pop() {
-        if !entered.insert(d.canonicalize().map_err(|e| Error::io(&d, e))?) {
-            continue;
-        }
-        for entry in std::fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
-            let entry = entry.map_err(|e| Error::io(&d, e))?;
-            let p = entry.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "npy") {
-                if !std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
-                    return Err(Error::Calibration {
-                        path: p,
-                        reason: "not a regular file (a FIFO, device, socket or broken link)".into(),
-                    });
-                }
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 /// The bytes of the model file at `path`, which must be a regular file (symlinks followed):

@@ -90,6 +90,7 @@ fn external_error(path: &Path, e: onnx::external::ExternalDataError) -> Error {
             reason,
         },
         onnx::external::ExternalDataError::Io(file, source) => Error::Io { path: file, source },
+        onnx::external::ExternalDataError::LineBreak(file) => Error::UnsafePath { path: file },
     }
 }
 

@@ -101,17 +101,37 @@ fn a_forged_entry_under_the_right_key_is_never_embedded_when_a_key_is_set() {
     // Without a key the cache is trusted as it stands (docs/cache-trust.md): the same
     // forgery is then embedded. This is what the key protects against.
     forge(&cache, &genuine.hash, &forged);
-    let (_, bytes) = s.build(s.config("out5").cache_key(""), "out5");
+    let (_, bytes) = s.build(s.config("out5"), "out5");
     assert_eq!(
         bytes, forged,
         "an unauthenticated cache serves what it holds"
     );
 }
 
+/// An empty secret is what an unavailable CI secret expands to: it must fail the build, not
+/// turn authentication off. Nothing is written.
+#[test]
+fn an_empty_cache_key_is_an_error_not_an_unauthenticated_cache() {
+    let s = Sandbox::new();
+    let err = s
+        .config("out")
+        .cache_key("")
+        .compile()
+        .expect_err("an empty key is refused");
+    assert!(
+        matches!(&err, kenosis_build::Error::Config(m) if m.contains("cache key is empty")),
+        "{err}"
+    );
+    assert!(!s.path("out").exists() && !s.path("cache").exists());
+    // The secret stays out of `Debug` output (build logs).
+    let shown = format!("{:?}", s.config("out").cache_key(SECRET));
+    assert!(!shown.contains(SECRET), "{shown}");
+}
+
 #[test]
 fn an_entry_written_without_a_key_is_rebuilt_once_a_key_is_set() {
     let s = Sandbox::new();
-    let (plain, _) = s.build(s.config("out1").cache_key(""), "out1");
+    let (plain, _) = s.build(s.config("out1"), "out1");
     let cache = s.path("cache");
     assert!(!cache.join(format!("{}.mac", plain.hash)).exists());
     let first = report_of(&plain).seconds;

@@ -63,12 +63,22 @@ fn fixture_crate(dir: &Path) {
 }
 
 fn cargo(dir: &Path, args: &[&str], cache: &Path) -> String {
+    let (ok, text) = cargo_with(dir, args, cache, &[]);
+    assert!(ok, "cargo {args:?} failed:\n{text}");
+    text
+}
+
+/// Runs cargo with `args` and the extra environment `vars`; whether it succeeded, and its
+/// output.
+fn cargo_with(dir: &Path, args: &[&str], cache: &Path, vars: &[(&str, &str)]) -> (bool, String) {
     let output: Output = Command::new(env!("CARGO"))
         .args(args)
         .arg("--offline")
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", workspace().join("target/discover-e2e"))
         .env("KENOSIS_CACHE_DIR", cache)
+        .env_remove("KENOSIS_CACHE_KEY")
+        .envs(vars.iter().copied())
         .output()
         .expect("cargo runs");
     let text = format!(
@@ -76,8 +86,7 @@ fn cargo(dir: &Path, args: &[&str], cache: &Path) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "cargo {args:?} failed:\n{text}");
-    text
+    (output.status.success(), text)
 }
 
 /// The manifest the fixture's build script wrote last.
@@ -133,6 +142,11 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
     for model in ["models/example.onnx", "models/tiny_io.onnx"] {
         assert_eq!(first.matches(&quantized_line(model)).count(), 1, "{first}");
     }
+    // A shared cache folder without a key is trusted as it stands: the build says so.
+    assert!(
+        first.contains("KENOSIS_CACHE_DIR is set but no cache key"),
+        "{first}"
+    );
     // Same model, per-tensor weights at the call site: another cache key and artifact.
     assert_eq!(
         first
@@ -190,6 +204,19 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
         "models/added.onnx".into(),
         "synthetic_samples = 7, synthetic_image_range = \"[0.0, 1.0]\"".into()
     )));
+
+    // An unavailable CI secret expands to an empty string: the build fails rather than
+    // trust the shared folder without saying so.
+    let (ok, empty_key) = cargo_with(
+        &krate,
+        &["build", "--all-targets"],
+        cache.path(),
+        &[("KENOSIS_CACHE_KEY", "")],
+    );
+    assert!(
+        !ok && empty_key.contains("the cache key is empty"),
+        "{empty_key}"
+    );
 
     // Removed again: the build succeeds and the manifest no longer lists it.
     std::fs::write(&nested, &original).unwrap();

@@ -29,12 +29,7 @@ pub struct InputSpec {
 
 /// The real (non-initializer) inputs of `graph`, in declaration order.
 pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
-    let inits: std::collections::HashSet<&str> =
-        graph.initializer.iter().map(|t| t.name()).collect();
-    graph
-        .input
-        .iter()
-        .filter(|i| !inits.contains(i.name()))
+    real_inputs(graph)
         .map(|i| {
             let (elem_type, dims) = crate::onnx::declared_tensor(i)
                 .unwrap_or((DataType::Undefined.into(), None));
@@ -50,6 +45,20 @@ pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
             }
         })
         .collect()
+}
+
+/// The names of the real (non-initializer) inputs of `graph`, in declaration order: the
+/// inputs calibration data is given for (see [`npy_files`]).
+pub fn input_names(graph: &GraphProto) -> Vec<&str> {
+    real_inputs(graph).map(|i| i.name()).collect()
+}
+
+/// The graph inputs that are not initializers (older IR versions list initializers as
+/// inputs too).
+fn real_inputs(graph: &GraphProto) -> impl Iterator<Item = &crate::onnx::ValueInfoProto> {
+    let inits: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    graph.input.iter().filter(move |i| !inits.contains(i.name()))
 }
 
 /// The fewest rows of the constant tables Gathers index with `input`, or of the one-hot
@@ -184,15 +193,23 @@ pub struct CalibrationData {
     pub synthetic: bool,
 }
 
-/// Loads every `*.npy` in `dir` (one sample per file) for a single-input model, or
-/// `dir/<input name>/*.npy` for a multi-input model, pairing files by sorted name.
-/// A file may omit the batch dimension; it is then added.
+/// The `.npy` files calibration reads for `inputs` (graph input names, in order): every
+/// `*.npy` directly in `dir` for a single-input model, `dir/<input name>/*.npy` for a
+/// multi-input model; one sorted list per input. The build hashes exactly these files into
+/// the cache key, and [`load_npy_dir`] reads exactly these.
+///
+/// Input names come from the model, which may be hostile: a name that is absolute or holds
+/// `.` or `..` components is refused, and so is every folder or file whose resolved path
+/// (links followed) lies outside the resolved `dir`. A `.npy` that is not a regular file
+/// once links are followed (a FIFO, a link to `/dev/zero`) is refused before it is opened:
+/// reading it would hang or never end.
 ///
 /// # Errors
-/// [`Error::Calibration`] naming the file when a folder is missing or empty, counts differ
-/// between inputs, or a file's dtype or shape does not fit its input; [`Error::Io`] when a
-/// file cannot be read.
-pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData> {
+/// [`Error::Calibration`] naming the folder or file for a model without inputs, an input
+/// name that cannot name a subfolder, a folder with no `.npy` file, a file that is not
+/// regular, or a folder or file outside `dir`; [`Error::Io`] when a folder cannot be
+/// listed or resolved.
+pub fn npy_files(dir: &Path, inputs: &[&str]) -> Result<Vec<Vec<PathBuf>>> {
     let bad = |path: &Path, reason: String| Error::Calibration {
         path: path.to_owned(),
         reason,
@@ -205,27 +222,81 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
                 .into(),
         ));
     }
-    let mut per_input: Vec<Vec<PathBuf>> = Vec::new();
-    for spec in inputs {
+    let root = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+    let inside = |path: &Path| -> Result<()> {
+        let real = path.canonicalize().map_err(|e| Error::io(path, e))?;
+        if real.starts_with(&root) {
+            Ok(())
+        } else {
+            Err(bad(
+                path,
+                format!(
+                    "resolves to {}, outside the calibration folder {}",
+                    real.display(),
+                    root.display()
+                ),
+            ))
+        }
+    };
+    let mut per_input = Vec::with_capacity(inputs.len());
+    for &name in inputs {
         let folder = if inputs.len() == 1 {
             dir.to_owned()
         } else {
-            dir.join(&spec.name)
+            let rel = Path::new(name);
+            let plain = rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !plain || name.is_empty() {
+                return Err(bad(
+                    dir,
+                    format!(
+                        "input `{name}` cannot name a subfolder of the calibration folder \
+                         (an absolute path, or `.` or `..` components); rename the model input"
+                    ),
+                ));
+            }
+            dir.join(rel)
         };
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
-            .map_err(|e| Error::io(&folder, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "npy") && p.is_file())
-            .collect();
+        inside(&folder)?;
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&folder).map_err(|e| Error::io(&folder, e))? {
+            let path = entry.map_err(|e| Error::io(&folder, e))?.path();
+            if path.extension().is_none_or(|x| x != "npy") || path.is_dir() {
+                continue;
+            }
+            if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+                return Err(bad(
+                    &path,
+                    "not a regular file (a FIFO, device, socket or broken link)".into(),
+                ));
+            }
+            inside(&path)?;
+            files.push(path);
+        }
         files.sort();
         if files.is_empty() {
-            return Err(bad(
-                &folder,
-                format!("no .npy files for input `{}`", spec.name),
-            ));
+            return Err(bad(&folder, format!("no .npy files for input `{name}`")));
         }
         per_input.push(files);
     }
+    Ok(per_input)
+}
+
+/// Loads the files [`npy_files`] lists for `inputs`, one sample per file, pairing files of
+/// different inputs by sorted name. A file may omit the batch dimension; it is then added.
+///
+/// # Errors
+/// As [`npy_files`]; [`Error::Calibration`] naming the file when counts differ between
+/// inputs, or a file's dtype or shape does not fit its input; [`Error::Io`] when a file
+/// cannot be read.
+pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData> {
+    let bad = |path: &Path, reason: String| Error::Calibration {
+        path: path.to_owned(),
+        reason,
+    };
+    let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
+    let per_input = npy_files(dir, &names)?;
     let count = per_input[0].len();
     if let Some((k, files)) = per_input.iter().enumerate().find(|(_, f)| f.len() != count) {
         return Err(bad(

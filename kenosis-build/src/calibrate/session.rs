@@ -45,6 +45,12 @@ pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment
 /// ORT then streams the protobuf instead of holding a second copy of the model while it
 /// builds its own (one model size less peak memory per session). Where no temporary file
 /// can be written, the bytes are passed in memory.
+///
+/// The file sits in a folder of its own, readable by this user only (`tempfile`'s
+/// `tempdir`, mode 0700), never directly in the shared temporary folder: ONNX Runtime
+/// resolves external data paths against the model file's folder, and the model must not
+/// reach a file another user planted there. (Kenosis inlines every external tensor before
+/// any session is made, see `onnx::external::inline`; this holds even if one were missed.)
 pub fn session(
     path: &Path,
     model_bytes: Vec<u8>,
@@ -76,15 +82,15 @@ pub fn session_with_config(
     for (key, value) in config {
         builder = builder.with_config_entry(key, value).map_err(rtb)?;
     }
-    let file = tempfile::Builder::new()
-        .prefix("kenosis-")
-        .suffix(".onnx")
-        .tempfile()
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &model_bytes).map(|()| f));
+    let folder = tempfile::Builder::new().prefix("kenosis-").tempdir();
+    let file = folder.and_then(|folder| {
+        let file = folder.path().join("model.onnx");
+        std::fs::write(&file, &model_bytes).map(|()| (folder, file))
+    });
     match file {
-        Ok(file) => {
+        Ok((_folder, file)) => {
             drop(model_bytes);
-            builder.commit_from_file(file.path()).map_err(rt)
+            builder.commit_from_file(&file).map_err(rt)
         }
         Err(_) => builder.commit_from_memory(&model_bytes).map_err(rt),
     }

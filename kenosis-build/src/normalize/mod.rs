@@ -33,8 +33,13 @@ pub use opset::TARGET_OPSET;
 pub const MIN_OPSET: i64 = 7;
 /// Newest default-domain opset Kenosis accepts (what ONNX Runtime 1.31 implements).
 pub const MAX_OPSET: i64 = 23;
-/// Newest IR version Kenosis accepts.
-pub const MAX_IR_VERSION: i64 = 11;
+/// The IR versions Kenosis accepts: every one the ONNX Runtime it is built against loads.
+/// ONNX Runtime refuses a model whose `ir_version` is newer than the `IR_VERSION` of the
+/// ONNX release it embeds (`onnx/onnx.proto`), and reads IR 3 and later; ONNX Runtime 1.31
+/// (API 1.31, see `cache::ORT_IDENTITY`) embeds an ONNX whose `IR_VERSION` is 13. The
+/// artifact keeps the model's IR version (raised to 7 with the opset, see
+/// [`normalize`]), so the runtime that embeds it loads it too.
+pub const IR_VERSIONS: std::ops::RangeInclusive<i64> = 3..=13;
 /// IR version written when the opset is raised to 13 (IR 7 introduced opset 13 support).
 const IR_FOR_OPSET_13: i64 = 7;
 
@@ -126,12 +131,12 @@ impl Normalized {
 /// malformed (a node without output, dangling input, cycle).
 pub fn normalize(mut model: ModelProto) -> Result<Normalized, Unsupported> {
     let ir = model.ir_version();
-    if !(3..=MAX_IR_VERSION).contains(&ir) {
+    if !IR_VERSIONS.contains(&ir) {
         return Err(Unsupported::Version {
             what: Versioned::Ir,
             found: ir,
-            min: 3,
-            max: MAX_IR_VERSION,
+            min: *IR_VERSIONS.start(),
+            max: *IR_VERSIONS.end(),
         });
     }
     let opset = onnx::default_opset(&model).ok_or(Unsupported::NoDefaultOpset)?;

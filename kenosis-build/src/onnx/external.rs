@@ -6,11 +6,19 @@
 //! in bytes (ONNX IR spec, "External Tensor Data"). The model file is a build input like any
 //! other, so a location is treated as untrusted: it must be a relative path that stays inside
 //! the model's folder, and `offset`/`length` must lie within the file.
+//!
+//! Tensors are looked for wherever `onnx.proto` can hold one: initializers and sparse
+//! initializers (their `values` and `indices`), tensor and sparse-tensor attributes (also of
+//! nodes inside subgraphs and `ModelProto.functions`, and function attribute defaults), and
+//! the graphs of `ModelProto.training_info`.
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use super::{tensor_proto::DataLocation, GraphProto, ModelProto, TensorProto};
+use super::{
+    tensor_proto::DataLocation, AttributeProto, GraphProto, ModelProto, SparseTensorProto,
+    TensorProto,
+};
 
 /// Why a model's external data could not be read. The caller adds the model file's name.
 #[derive(Debug)]
@@ -19,6 +27,9 @@ pub enum ExternalDataError {
     Invalid(String),
     /// The data file could not be opened or read.
     Io(PathBuf, std::io::Error),
+    /// The location (joined to the model's folder) holds a line break, which no path printed
+    /// to cargo may hold (see `crate::cargo`).
+    LineBreak(PathBuf),
 }
 
 /// The data files `model` refers to, resolved against `model_dir`, sorted and deduplicated.
@@ -31,19 +42,17 @@ pub enum ExternalDataError {
 /// `/dev/zero`); [`ExternalDataError::Io`] when it cannot be resolved.
 pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, ExternalDataError> {
     let mut files = BTreeSet::new();
-    if let Some(g) = &model.graph {
-        visit(g, &mut |t| {
-            if is_external(t) {
-                let location = Location::of(t)?;
-                let file = location.file(model_dir)?;
-                if !files.contains(&file) {
-                    location.checked_file(model_dir)?;
-                    files.insert(file);
-                }
+    visit_model(model, &mut |t| {
+        if is_external(t) {
+            let location = Location::of(t)?;
+            let file = location.file(model_dir)?;
+            if !files.contains(&file) {
+                location.checked_file(model_dir)?;
+                files.insert(file);
             }
-            Ok(())
-        })?;
-    }
+        }
+        Ok(())
+    })?;
     Ok(files.into_iter().collect())
 }
 
@@ -65,17 +74,28 @@ pub const MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT: u64 = 4;
 pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, ExternalDataError> {
     check_total(model, model_dir)?;
     let mut count = 0;
-    if let Some(g) = &mut model.graph {
-        visit_mut(g, &mut |t| {
-            if is_external(t) {
-                let bytes = Location::of(t)?.read(model_dir)?;
-                t.raw_data = Some(bytes);
-                t.external_data.clear();
-                t.data_location = None;
-                count += 1;
-            }
-            Ok(())
-        })?;
+    visit_model_mut(model, &mut |t| {
+        if is_external(t) {
+            let bytes = Location::of(t)?.read(model_dir)?;
+            t.raw_data = Some(bytes);
+            t.external_data.clear();
+            t.data_location = None;
+            count += 1;
+        }
+        Ok(())
+    })?;
+    // Every place a tensor can be was visited above; this holds the walk to that promise,
+    // since a reference left behind would be resolved by ONNX Runtime against whatever folder
+    // the model is loaded from.
+    let mut left = 0;
+    visit_model(model, &mut |t| {
+        left += usize::from(is_external(t));
+        Ok(())
+    })?;
+    if left > 0 {
+        return Err(ExternalDataError::Invalid(format!(
+            "{left} external tensor reference(s) remain after inlining"
+        )));
     }
     Ok(count)
 }
@@ -84,12 +104,9 @@ pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, Externa
 /// inline in total are no more than their data files hold (distinct files counted once)
 /// and at most [`MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT`] × 2 GiB.
 fn check_total(model: &ModelProto, model_dir: &Path) -> Result<(), ExternalDataError> {
-    let Some(g) = &model.graph else {
-        return Ok(());
-    };
     let mut sizes = std::collections::BTreeMap::new();
     let mut total = 0u64;
-    visit(g, &mut |t| {
+    visit_model(model, &mut |t| {
         if is_external(t) {
             let location = Location::of(t)?;
             let file = location.file(model_dir)?;
@@ -174,6 +191,9 @@ impl Location {
     /// The data file, which must stay inside `model_dir` (as `onnx.checker` requires).
     fn file(&self, model_dir: &Path) -> Result<PathBuf, ExternalDataError> {
         let rel = Path::new(&self.location);
+        if self.location.contains(['\n', '\r']) {
+            return Err(ExternalDataError::LineBreak(model_dir.join(rel)));
+        }
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
             return Err(ExternalDataError::Invalid(format!(
                 "external tensor `{}`: location `{}` must be a relative path inside the model's folder",
@@ -241,33 +261,75 @@ impl Location {
 type Visit<'a> = dyn FnMut(&TensorProto) -> Result<(), ExternalDataError> + 'a;
 type VisitMut<'a> = dyn FnMut(&mut TensorProto) -> Result<(), ExternalDataError> + 'a;
 
-/// Every tensor of `g` and its subgraphs: initializers and tensor-valued attributes.
-fn visit(g: &GraphProto, f: &mut Visit<'_>) -> Result<(), ExternalDataError> {
-    for t in &g.initializer {
-        f(t)?;
-    }
-    for a in g.node.iter().flat_map(|n| &n.attribute) {
-        for t in a.t.iter().chain(&a.tensors) {
-            f(t)?;
+/// Defines the walks over every tensor of a model (see the module documentation), once for
+/// shared and once for mutable access: the same code with and without `mut`.
+macro_rules! tensor_walks {
+    ($model:ident, $graph:ident, $attrs:ident, $sparse:ident, $visit:ident $(, $m:tt)?) => {
+        /// Every tensor of `model`, in a fixed order.
+        fn $model(model: &$($m)? ModelProto, f: &mut $visit<'_>) -> Result<(), ExternalDataError> {
+            if let Some(g) = &$($m)? model.graph {
+                $graph(g, f)?;
+            }
+            for func in &$($m)? model.functions {
+                $attrs(&$($m)? func.attribute_proto, f)?;
+                for n in &$($m)? func.node {
+                    $attrs(&$($m)? n.attribute, f)?;
+                }
+            }
+            for info in &$($m)? model.training_info {
+                for g in (&$($m)? info.initialization).into_iter().chain(&$($m)? info.algorithm) {
+                    $graph(g, f)?;
+                }
+            }
+            Ok(())
         }
-        for sub in a.g.iter().chain(&a.graphs) {
-            visit(sub, f)?;
+
+        /// Every tensor of `g` and its subgraphs.
+        fn $graph(g: &$($m)? GraphProto, f: &mut $visit<'_>) -> Result<(), ExternalDataError> {
+            for t in &$($m)? g.initializer {
+                f(t)?;
+            }
+            for s in &$($m)? g.sparse_initializer {
+                $sparse(s, f)?;
+            }
+            for n in &$($m)? g.node {
+                $attrs(&$($m)? n.attribute, f)?;
+            }
+            Ok(())
         }
-    }
-    Ok(())
+
+        /// Every tensor of `attrs`: tensor and sparse-tensor values, and their subgraphs.
+        fn $attrs(attrs: &$($m)? [AttributeProto], f: &mut $visit<'_>) -> Result<(), ExternalDataError> {
+            for a in attrs {
+                for t in (&$($m)? a.t).into_iter().chain(&$($m)? a.tensors) {
+                    f(t)?;
+                }
+                for s in (&$($m)? a.sparse_tensor).into_iter().chain(&$($m)? a.sparse_tensors) {
+                    $sparse(s, f)?;
+                }
+                for sub in (&$($m)? a.g).into_iter().chain(&$($m)? a.graphs) {
+                    $graph(sub, f)?;
+                }
+            }
+            Ok(())
+        }
+
+        /// The `values` and `indices` tensors of a sparse tensor.
+        fn $sparse(s: &$($m)? SparseTensorProto, f: &mut $visit<'_>) -> Result<(), ExternalDataError> {
+            for t in (&$($m)? s.values).into_iter().chain(&$($m)? s.indices) {
+                f(t)?;
+            }
+            Ok(())
+        }
+    };
 }
 
-fn visit_mut(g: &mut GraphProto, f: &mut VisitMut<'_>) -> Result<(), ExternalDataError> {
-    for t in &mut g.initializer {
-        f(t)?;
-    }
-    for a in g.node.iter_mut().flat_map(|n| &mut n.attribute) {
-        for t in a.t.iter_mut().chain(&mut a.tensors) {
-            f(t)?;
-        }
-        for sub in a.g.iter_mut().chain(&mut a.graphs) {
-            visit_mut(sub, f)?;
-        }
-    }
-    Ok(())
-}
+tensor_walks!(visit_model, visit_graph, visit_attrs, visit_sparse, Visit);
+tensor_walks!(
+    visit_model_mut,
+    visit_graph_mut,
+    visit_attrs_mut,
+    visit_sparse_mut,
+    VisitMut,
+    mut
+);
