@@ -78,7 +78,7 @@ pub fn model_dir(path: &Path) -> &Path {
 ///
 /// # Errors
 /// [`Error::InvalidModel`] when a tensor's data location is malformed or leaves the
-/// model's folder.
+/// model's folder; [`Error::UnsafePath`] when it holds a line break.
 pub fn external_files(path: &Path, model: &ModelProto) -> Result<Vec<std::path::PathBuf>> {
     onnx::external::files(model, model_dir(path)).map_err(|e| external_error(path, e))
 }
@@ -126,18 +126,30 @@ pub fn quantize(
 /// As [`quantize`].
 pub fn quantize_decoded(
     path: &Path,
-    mut model: ModelProto,
+    model: ModelProto,
     size_fp32: usize,
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
     options.check()?;
     let started = Instant::now();
-    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
-    let normalized = crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))?;
+    let normalized = normalize_decoded(path, model)?;
     let planned = Planned::new(path, normalized, options)?;
     let calibrated = planned.calibrate(calibration, options)?;
     calibrated.quantize(size_fp32, options, started)
+}
+
+/// The model decoded from the file at `path` with its external tensors read in from the
+/// model's folder (see [`onnx::external::inline`]), normalized: the first stage every build
+/// runs, and what the `external_data` fuzz target drives.
+///
+/// # Errors
+/// [`Error::InvalidModel`], [`Error::UnsafePath`] or [`Error::Io`] for external data as
+/// [`external_files`] gives them; [`Error::Unsupported`] when normalization refuses the
+/// model.
+pub fn normalize_decoded(path: &Path, mut model: ModelProto) -> Result<Normalized> {
+    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
+    crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))
 }
 
 /// The placement of the normalized FP32 model before calibration: what stays FP32 from the

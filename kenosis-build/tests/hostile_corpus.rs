@@ -21,13 +21,16 @@ fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile")
 }
 
-/// Copies `from` into `to`, recursively.
+/// Copies `from` into `to`, recursively; links are copied as links.
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("case folder").flatten() {
         let path = entry.path();
         let dest = to.join(entry.file_name());
-        if path.is_dir() {
+        if entry.file_type().expect("file type").is_symlink() {
+            let target = std::fs::read_link(&path).expect("link");
+            std::os::unix::fs::symlink(target, &dest).expect("symlink");
+        } else if path.is_dir() {
             copy_dir(&path, &dest);
         } else {
             std::fs::copy(&path, &dest).expect("copy");
@@ -82,6 +85,58 @@ fn every_hostile_input_gives_its_expected_outcome() {
 }
 
 // ---- How the corpus was made. ----------------------------------------------------------
+
+/// [`tiny`] with a second input of `x`'s type named `name`, added to `x` before the first
+/// Conv: a two-input model, whose calibration folder has one subfolder per input name.
+fn two_inputs(name: &str) -> ModelProto {
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let mut second = g.input[0].clone();
+    second.name = Some(name.into());
+    g.input.push(second);
+    g.node[0].input[0] = "sum".into();
+    g.node.insert(
+        0,
+        onnx::make_node(
+            "Add",
+            "add".into(),
+            vec!["x".into(), name.into()],
+            vec!["sum".into()],
+            vec![],
+        ),
+    );
+    m
+}
+
+/// A float tensor of `len` values kept in `location` (whole file).
+fn external_tensor(name: &str, len: usize, location: &str) -> onnx::TensorProto {
+    onnx::TensorProto {
+        name: Some(name.into()),
+        data_type: Some(onnx::DataType::Float as i32),
+        dims: vec![len as i64],
+        data_location: Some(onnx::tensor_proto::DataLocation::External as i32),
+        external_data: vec![onnx::StringStringEntryProto {
+            key: Some("location".into()),
+            value: Some(location.into()),
+        }],
+        ..Default::default()
+    }
+}
+
+/// A sparse tensor of dense shape `[4]` whose two values are kept in `location`.
+fn external_sparse(name: &str, location: &str) -> onnx::SparseTensorProto {
+    onnx::SparseTensorProto {
+        values: Some(external_tensor(name, 2, location)),
+        indices: Some(onnx::TensorProto {
+            name: Some(format!("{name}_indices")),
+            data_type: Some(onnx::DataType::Int64 as i32),
+            dims: vec![2],
+            int64_data: vec![0, 3],
+            ..Default::default()
+        }),
+        dims: vec![4],
+    }
+}
 
 fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
     values.into_iter().flat_map(f32::to_le_bytes).collect()
@@ -291,4 +346,121 @@ fn write_hostile_corpus() {
     g.initializer
         .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
     write("clip_max_below_min", "model.onnx", &m.encode_to_vec());
+
+    // An external-data file name that would print a cargo directive of its own in the
+    // build's `rerun-if-changed` line (and one with a carriage return).
+    for (case, location) in [
+        (
+            "external_location_newline",
+            "w.bin\ncargo:rustc-link-arg=-Wl,--injected",
+        ),
+        (
+            "external_location_carriage_return",
+            "w.bin\rcargo:warning=x",
+        ),
+    ] {
+        let mut m = tiny();
+        externalize(&mut m, location, false);
+        write(case, "model.onnx", &m.encode_to_vec());
+    }
+
+    // A two-input model whose second input, `../x`, names a folder beside the calibration
+    // folder, which holds samples: they must not be read.
+    let m = two_inputs("../x");
+    write(
+        "calibration_input_leaves_folder",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    let sample_file = npy(&f32_bytes(sample(192)), "<f4", "(1, 3, 8, 8)", false, 1);
+    write(
+        "calibration_input_leaves_folder",
+        "calib/x/a.npy",
+        &sample_file,
+    );
+    write("calibration_input_leaves_folder", "x/a.npy", &sample_file);
+    // An absolute input name.
+    let m = two_inputs("/tmp");
+    write(
+        "calibration_input_absolute",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    write("calibration_input_absolute", "calib/x/a.npy", &sample_file);
+
+    // A calibration sample that is a link to a file outside the calibration folder.
+    let case = "calibration_link_leaves_folder";
+    write(case, "model.onnx", &tiny_bytes);
+    write(case, "outside.npy", &sample_file);
+    std::fs::create_dir_all(root.join(case).join("calib")).expect("mkdir");
+    let link = root.join(case).join("calib/a.npy");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("../outside.npy", &link).expect("symlink");
+
+    // External tensors where only initializers used to be looked for: a sparse initializer
+    // reading a file outside the model's folder, a sparse-tensor attribute whose file name
+    // holds a line break, a tensor attribute inside a model-local function reading
+    // `/etc/passwd`.
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    g.sparse_initializer
+        .push(external_sparse("sparse", "../secret.bin"));
+    write(
+        "external_sparse_initializer",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let mut constant = onnx::make_node(
+        "Constant",
+        "sparse_constant".into(),
+        vec![],
+        vec!["unused".into()],
+        vec![],
+    );
+    constant.attribute.push(onnx::AttributeProto {
+        name: Some("sparse_value".into()),
+        r#type: Some(onnx::attribute_proto::AttributeType::SparseTensor as i32),
+        sparse_tensor: Some(external_sparse("sparse_attr", "s.bin\ncargo:warning=x")),
+        ..Default::default()
+    });
+    g.node.push(constant);
+    write(
+        "external_sparse_attribute",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
+    let mut m = tiny();
+    let mut constant = onnx::make_node(
+        "Constant",
+        "function_constant".into(),
+        vec![],
+        vec!["c".into()],
+        vec![],
+    );
+    constant.attribute.push(onnx::AttributeProto {
+        name: Some("value".into()),
+        r#type: Some(onnx::attribute_proto::AttributeType::Tensor as i32),
+        t: Some(external_tensor("function_tensor", 4, "/etc/passwd")),
+        ..Default::default()
+    });
+    m.functions.push(onnx::FunctionProto {
+        name: Some("make_c".into()),
+        domain: Some("local".into()),
+        output: vec!["c".into()],
+        node: vec![constant],
+        opset_import: m.opset_import.clone(),
+        ..Default::default()
+    });
+    write("external_in_function", "model.onnx", &m.encode_to_vec());
+
+    // An IR version newer than ONNX Runtime 1.31 loads.
+    let mut m = tiny();
+    m.ir_version = Some(14);
+    write(
+        "ir_version_beyond_runtime",
+        "model.onnx",
+        &m.encode_to_vec(),
+    );
 }

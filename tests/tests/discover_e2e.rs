@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+use kenosis_build::onnx::{tensor_proto::DataLocation, ModelProto, StringStringEntryProto};
 use kenosis_manifest::Manifest;
 
 fn workspace() -> PathBuf {
@@ -216,6 +217,39 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
     assert!(
         !ok && empty_key.contains("the cache key is empty"),
         "{empty_key}"
+    );
+
+    // A downloaded model whose external-data file name holds a line break followed by a
+    // cargo directive: the build fails naming it, and cargo never sees the directive.
+    let tiny = std::fs::read(workspace().join("tests/fixtures/tiny/tiny_conv.onnx")).unwrap();
+    let mut hostile = <ModelProto as prost::Message>::decode(tiny.as_slice()).unwrap();
+    let weight = &mut hostile.graph.as_mut().unwrap().initializer[0];
+    weight.data_location = Some(DataLocation::External as i32);
+    weight.external_data = vec![StringStringEntryProto {
+        key: Some("location".into()),
+        value: Some("w.bin\ncargo:warning=INJECTED-BY-MODEL".into()),
+    }];
+    std::fs::write(
+        krate.join("models/hostile.onnx"),
+        prost::Message::encode_to_vec(&hostile),
+    )
+    .unwrap();
+    std::fs::write(
+        &nested,
+        format!("{original}\npub fn hostile() -> &'static kenosis_runtime::EmbeddedModel {{\n    kenosis_runtime::include_quantized!(\"models/hostile.onnx\")\n}}\n"),
+    )
+    .unwrap();
+    let (ok, injected) = cargo_with(&krate, &["build", "--all-targets"], cache.path(), &[]);
+    assert!(
+        !ok && injected.contains("UnsafePath") && injected.contains("models/hostile.onnx"),
+        "{injected}"
+    );
+    assert!(
+        !injected.contains("\ncargo:warning=INJECTED")
+            && !injected
+                .lines()
+                .any(|l| l.starts_with("warning:") && l.contains("INJECTED-BY-MODEL")),
+        "the file name reached cargo:\n{injected}"
     );
 
     // Removed again: the build succeeds and the manifest no longer lists it.

@@ -19,7 +19,13 @@ use anyhow::{bail, Context, Result};
 use crate::ort;
 
 /// Every fuzz target (see `fuzz/fuzz_targets/`), in the order they run.
-const TARGETS: [&str; 4] = ["quantize_offline", "npy_sample", "manifest", "call_options"];
+const TARGETS: [&str; 5] = [
+    "quantize_offline",
+    "external_data",
+    "npy_sample",
+    "manifest",
+    "call_options",
+];
 /// Shared models larger than this are left out of the seed corpus: libFuzzer mutates whole
 /// inputs, and a multi-megabyte seed costs seconds per execution.
 const MAX_SEED_BYTES: u64 = 6_000_000;
@@ -71,6 +77,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .with_context(|| format!("creating {}", corpus.display()))?;
         if target == "quantize_offline" {
             seed_models(&root, &corpus)?;
+        } else if target == "external_data" {
+            seed_hostile_models(&root, &corpus)?;
         } else {
             seed_committed(&root.join("fuzz").join("seeds").join(target), &corpus)?;
         }
@@ -174,6 +182,33 @@ fn seed_committed(seeds: &Path, corpus: &Path) -> Result<()> {
         }
     }
     eprintln!("xtask: {count} seeds in {}", corpus.display());
+    Ok(())
+}
+
+/// Seeds the `external_data` target from the hostile corpus (`kenosis-build/tests/hostile/`):
+/// each case's `model.onnx` and its `weights.bin` (empty when it has none), in the target's
+/// input layout (a little-endian `u32` model length, the model, the data file).
+fn seed_hostile_models(root: &Path, corpus: &Path) -> Result<()> {
+    let hostile = root.join("kenosis-build/tests/hostile");
+    let mut seeds = 0;
+    for case in std::fs::read_dir(&hostile)
+        .with_context(|| format!("reading {}", hostile.display()))?
+        .flatten()
+        .map(|e| e.path())
+    {
+        let Ok(model) = std::fs::read(case.join("model.onnx")) else {
+            continue;
+        };
+        let weights = std::fs::read(case.join("weights.bin")).unwrap_or_default();
+        let mut seed = u32::try_from(model.len())?.to_le_bytes().to_vec();
+        seed.extend(model);
+        seed.extend(weights);
+        let name = case.file_name().expect("a case folder");
+        std::fs::write(corpus.join(name), seed)
+            .with_context(|| format!("seeding from {}", case.display()))?;
+        seeds += 1;
+    }
+    eprintln!("xtask: {seeds} seeds from {}", hostile.display());
     Ok(())
 }
 

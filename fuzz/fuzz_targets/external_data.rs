@@ -1,0 +1,55 @@
+//! Arbitrary bytes as a model with external data, through Kenosis's first stage (decode,
+//! list and check the data files, read them in, normalize; see
+//! `kenosis_build::pipeline::normalize_decoded`): any panic, hang or allocation failure is a
+//! bug, and so is a file read from outside the model's folder. Run with `cargo xtask fuzz`.
+//!
+//! Input layout: a little-endian `u32` model length, the model's bytes, then the bytes of
+//! `weights.bin`, written beside the model in a folder of this process (the seeds are the
+//! hostile corpus's models, `kenosis-build/tests/hostile/`, most of which name that file).
+#![no_main]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+
+/// The model's folder: `<temp>/kenosis-fuzz-external-<pid>/model`. Its sibling `outside.bin`
+/// must never be read; the check is that it is never opened with its content.
+fn folder() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = std::env::temp_dir().join(format!("kenosis-fuzz-external-{}", std::process::id()));
+        let dir = root.join("model");
+        std::fs::create_dir_all(&dir).expect("fuzz folder");
+        std::fs::write(root.join("outside.bin"), OUTSIDE).expect("outside file");
+        dir
+    })
+}
+
+/// What the file outside the model's folder holds: a float pattern no tensor should ever
+/// carry after inlining.
+const OUTSIDE: &[u8] = b"KENOSIS-OUTSIDE-THE-MODEL-FOLDER";
+
+fuzz_target!(|data: &[u8]| {
+    let Some((len, rest)) = data.split_first_chunk::<4>() else {
+        return;
+    };
+    let len = (u32::from_le_bytes(*len) as usize).min(rest.len());
+    let (model_bytes, weights) = rest.split_at(len);
+    let dir = folder();
+    let path = dir.join("model.onnx");
+    std::fs::write(dir.join("weights.bin"), weights).expect("weights");
+    let Ok(model) = kenosis_build::pipeline::decode(&path, model_bytes) else {
+        return;
+    };
+    if kenosis_build::pipeline::external_files(&path, &model).is_err() {
+        return;
+    }
+    if let Ok(normalized) = kenosis_build::pipeline::normalize_decoded(&path, model) {
+        let bytes = prost::Message::encode_to_vec(normalized.model());
+        assert!(
+            !bytes.windows(OUTSIDE.len()).any(|w| w == OUTSIDE),
+            "a file outside the model's folder was read in"
+        );
+    }
+});
