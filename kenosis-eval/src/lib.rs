@@ -10,12 +10,43 @@ use ort::value::Tensor;
 
 /// Where `cargo xtask test` fetches the PP-OCR, MiniLM and Silero VAD models
 /// (`../shared/fetch-models.sh`): `$KENOSIS_MODELS` when set and non-empty, else the
-/// workspace's `target/kenosis-models`.
+/// `kenosis-models` in the workspace's target folder ([`target_dir`]).
 pub fn fetched_models_dir() -> PathBuf {
     std::env::var_os("KENOSIS_MODELS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/kenosis-models"))
+        .unwrap_or_else(|| target_dir().join("kenosis-models"))
+}
+
+/// The workspace's target folder as cargo resolves it (`CARGO_TARGET_DIR`, `build.target-dir`
+/// of a config file, else `<workspace>/target`): `cargo metadata`'s `target_directory`, asked
+/// once per process. Tests put every folder of their own under it.
+///
+/// # Panics
+/// When `cargo metadata` cannot run or prints no `target_directory` (a test set-up failure).
+pub fn target_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let output = std::process::Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .output()
+            .expect("`cargo metadata` runs");
+        assert!(
+            output.status.success(),
+            "`cargo metadata` failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("`cargo metadata` prints JSON");
+        PathBuf::from(
+            metadata["target_directory"]
+                .as_str()
+                .expect("`cargo metadata` prints a target_directory"),
+        )
+    })
+    .clone()
 }
 
 /// The workspace folder (the parent of this crate's manifest directory).

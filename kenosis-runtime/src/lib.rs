@@ -47,6 +47,11 @@
 mod bundled;
 mod error;
 mod io;
+#[cfg(all(
+    any(feature = "bundled-ort", test),
+    any(target_os = "linux", target_os = "android")
+))]
+mod memfd;
 mod model;
 mod typed;
 

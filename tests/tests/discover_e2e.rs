@@ -6,8 +6,8 @@
 //! measures discovery on a crate of 100 source files when nothing relevant changed.
 //!
 //! The crate is copied to a temporary folder (path dependencies made absolute, the tiny
-//! models copied under `models/`) and built with its own target folder under
-//! `target/discover-e2e` (kept between runs, so dependencies build once) and a fresh
+//! models copied under `models/`) and built with its own target folder, `discover-e2e` in the
+//! workspace's target folder (kept between runs, so dependencies build once), and a fresh
 //! `KENOSIS_CACHE_DIR`.
 
 use std::path::{Path, PathBuf};
@@ -76,7 +76,7 @@ fn cargo_with(dir: &Path, args: &[&str], cache: &Path, vars: &[(&str, &str)]) ->
         .args(args)
         .arg("--offline")
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", workspace().join("target/discover-e2e"))
+        .env("CARGO_TARGET_DIR", target_dir())
         .env("KENOSIS_CACHE_DIR", cache)
         .env_remove("KENOSIS_CACHE_KEY")
         .envs(vars.iter().copied())
@@ -90,9 +90,14 @@ fn cargo_with(dir: &Path, args: &[&str], cache: &Path, vars: &[(&str, &str)]) ->
     (output.status.success(), text)
 }
 
+/// The nested builds' target folder: `discover-e2e` in the workspace's.
+fn target_dir() -> PathBuf {
+    kenosis_eval::target_dir().join("discover-e2e")
+}
+
 /// The manifest the fixture's build script wrote last.
 fn manifest() -> Manifest {
-    let build = workspace().join("target/discover-e2e/debug/build");
+    let build = target_dir().join("debug/build");
     let newest = std::fs::read_dir(&build)
         .unwrap()
         .filter_map(|e| {

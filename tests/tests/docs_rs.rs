@@ -12,7 +12,7 @@ fn a_downstream_crate_documents_under_docs_rs_without_onnx_runtime() {
         .parent()
         .expect("workspace root");
     // Its own target directory: `DOCS_RS` changes how ort-sys and kenosis-build are built.
-    let target_dir = workspace.join("target/docs-rs");
+    let target_dir = kenosis_eval::target_dir().join("docs-rs");
     let output = Command::new(env!("CARGO"))
         .args(["doc", "--no-deps", "-p", "quickstart"])
         .current_dir(workspace)

@@ -76,8 +76,9 @@ fn cross_build(dir: &Path, args: &[&str]) {
     assert!(ok, "cross build in {} failed:\n{text}", dir.display());
 }
 
+/// `cross` in the workspace's target folder, wherever cargo puts that.
 fn cross_target_dir() -> PathBuf {
-    workspace_root().join("target/cross")
+    kenosis_eval::target_dir().join("cross")
 }
 
 /// Copies `binary` alone into a new empty folder and runs it there under qemu-aarch64 with

@@ -17,9 +17,10 @@ fn workspace() -> PathBuf {
         .to_owned()
 }
 
-/// The nested builds' target directory, shared by the examples (they share dependencies).
+/// The nested builds' target directory, shared by the examples (they share dependencies):
+/// `e2e` in the workspace's target folder.
 fn e2e_target() -> PathBuf {
-    workspace().join("target/e2e")
+    kenosis_eval::target_dir().join("e2e")
 }
 
 fn cargo(args: &[&str], target_dir: &Path, cache_dir: &Path) -> Output {
@@ -136,7 +137,7 @@ fn detect_example_finds_the_rider_and_the_horse() {
 
 /// paraphrase-MiniLM-L3-v2, which `examples/embed` expects in its `models/` folder: not in the
 /// repository (69 MB) but fetched by `../shared/fetch-models.sh` (which `cargo xtask test`
-/// runs) into `$KENOSIS_MODELS`, else `target/kenosis-models`. Linked into `models/` when not
+/// runs) into `$KENOSIS_MODELS`, else the target folder's `kenosis-models`. Linked into `models/` when not
 /// there yet. `None` (skip, with a note) when not fetched, except under `CI=true`, where a
 /// missing model fails the test.
 fn embed_model() -> Option<PathBuf> {
@@ -145,10 +146,7 @@ fn embed_model() -> Option<PathBuf> {
     if in_example.is_file() {
         return Some(in_example);
     }
-    let fetched = std::env::var_os("KENOSIS_MODELS")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| workspace().join("target/kenosis-models"), PathBuf::from)
-        .join(NAME);
+    let fetched = kenosis_eval::fetched_models_dir().join(NAME);
     if !fetched.is_file() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),

@@ -2,9 +2,11 @@
 
 use std::env;
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::sync::OnceLock;
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 
 use crate::ort::OrtEnv;
 
@@ -15,6 +17,39 @@ pub fn command(ort: &OrtEnv) -> Command {
     cmd.current_dir(crate::workspace_root());
     cmd.envs(ort.vars());
     cmd
+}
+
+/// The workspace's target folder as cargo resolves it (`CARGO_TARGET_DIR`, `build.target-dir`
+/// of a config file, else `<workspace>/target`): `cargo metadata`'s `target_directory`, asked
+/// once per process. Every path xtask puts under the target folder starts here.
+///
+/// # Errors
+/// When `cargo metadata` cannot run or its output has no `target_directory`.
+pub fn target_dir() -> Result<PathBuf> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| ask_target_dir().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+/// `cargo metadata --no-deps`'s `target_directory`.
+fn ask_target_dir() -> Result<PathBuf> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let output = Command::new(cargo)
+        .current_dir(crate::workspace_root())
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting `cargo metadata`")?;
+    if !output.status.success() {
+        anyhow::bail!("`cargo metadata` failed: {}", output.status);
+    }
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).context("parsing `cargo metadata`'s output")?;
+    let dir = metadata["target_directory"]
+        .as_str()
+        .context("`cargo metadata` printed no target_directory")?;
+    Ok(PathBuf::from(dir))
 }
 
 /// Runs `cmd` to completion and passes its exit code on.

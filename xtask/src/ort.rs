@@ -3,7 +3,7 @@
 //! `ort`'s default build downloads ONNX Runtime from its own CDN, which CI and the development
 //! machines cannot reach. On Linux we instead take the shared library out of the official
 //! `onnxruntime` wheel on PyPI (fetched with `pip download`), unpack it into
-//! `<workspace>/target/ort/<version>/<target triple>/` and link `ort-sys` against it
+//! `<target folder>/ort/<version>/<target triple>/` and link `ort-sys` against it
 //! dynamically. PyPI has wheels for the [`PLATFORMS`] only.
 
 use std::env;
@@ -137,9 +137,13 @@ impl OrtEnv {
     }
 }
 
-/// Default install root: `<workspace>/target/ort/<version>`, one folder per target triple.
-pub fn default_lib_dir(workspace: &Path) -> PathBuf {
-    workspace.join("target").join("ort").join(ORT_VERSION)
+/// Default install root: `<target folder>/ort/<version>` (the target folder as cargo resolves
+/// it, see [`crate::cargo::target_dir`]), one folder per target triple.
+///
+/// # Errors
+/// When cargo cannot tell the target folder.
+pub fn default_lib_dir() -> Result<PathBuf> {
+    Ok(crate::cargo::target_dir()?.join("ort").join(ORT_VERSION))
 }
 
 /// Decides how ONNX Runtime is provided for the host, installing it under `root` if that is

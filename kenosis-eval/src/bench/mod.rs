@@ -46,13 +46,13 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     models: Vec<String>,
     /// Python with onnxruntime==1.31.1, onnx and numpy for the ORT-quantizer column
-    /// (default: WORKSPACE/target/bench-venv/bin/python if present)
+    /// (default: TARGET_FOLDER/bench-venv/bin/python if present)
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
     /// Leave the ORT-quantizer column out, giving this reason in the report
     #[arg(long, value_name = "REASON", conflicts_with = "python")]
     no_ort_quantizer: Option<String>,
-    /// Output folder (default: WORKSPACE/target/bench)
+    /// Output folder (default: TARGET_FOLDER/bench)
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Evaluation images per model (default: all not used for calibration; 100 with --quick)
@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long)]
     skip_methods: bool,
     /// Skip the peak-memory measurement (MiniLM from `fetch-models.sh`, found in
-    /// $KENOSIS_MODELS or WORKSPACE/target/kenosis-models)
+    /// $KENOSIS_MODELS or TARGET_FOLDER/kenosis-models)
     #[arg(long)]
     skip_memory: bool,
     /// Skip the INT8 vs FP32 latency of the fetched models (PP-OCR, MiniLM, Silero VAD)
@@ -140,14 +140,14 @@ pub fn main() -> Result<(), String> {
     let out = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| kenosis_eval::workspace_root().join("target/bench"));
+        .unwrap_or_else(|| kenosis_eval::target_dir().join("bench"));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
 
     let (python, note) = match (&args.python, &args.no_ort_quantizer) {
         (_, Some(reason)) => (None, Some(reason.clone())),
         (Some(p), None) => (Some(p.clone()), None),
         (None, None) => {
-            let p = kenosis_eval::workspace_root().join("target/bench-venv/bin/python");
+            let p = kenosis_eval::target_dir().join("bench-venv/bin/python");
             if p.exists() {
                 (Some(p), None)
             } else {

@@ -57,9 +57,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let root = crate::workspace_root();
-    let ort = ort::ensure(&ort::default_lib_dir(&root))?;
-    let out = root.join("target").join("bench");
+    let ort = ort::ensure(&ort::default_lib_dir()?)?;
+    let target_dir = crate::cargo::target_dir()?;
+    let out = target_dir.join("bench");
     if args.deploy_only {
         super::bench_deploy::run(&ort, &out)?;
         return Ok(ExitCode::SUCCESS);
@@ -68,7 +68,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         super::bench_build::run(&ort, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let python = python_venv(&root.join("target").join("bench-venv"));
+    let python = python_venv(&target_dir.join("bench-venv"));
     if args.kernel_costs_only {
         kernel_costs(&python?, &out)?;
         return Ok(ExitCode::SUCCESS);

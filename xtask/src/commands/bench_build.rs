@@ -86,7 +86,7 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
         );
     }
     let root = crate::workspace_root();
-    let dirs = Layout::new(&root.join("target/bench-build"));
+    let dirs = Layout::new(&crate::cargo::target_dir()?.join("bench-build"));
     kenosis_crate(&root, &dirs.kenosis)?;
 
     // The hand-made crate embeds the model Kenosis makes; built beforehand, untimed.

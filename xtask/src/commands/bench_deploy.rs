@@ -29,8 +29,8 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     };
     let root = crate::workspace_root();
     let image = root.join("examples/classify/images/n07873807_pizza.JPEG");
-    let dynamic = build(ort, &root, false)?;
-    let bundled = build(ort, &root, true)?;
+    let dynamic = build(ort, false)?;
+    let bundled = build(ort, true)?;
     let library = std::fs::metadata(lib_dir.join(LIB_FILE))?.len();
     // The dynamic binary finds ONNX Runtime through the loader's path, the bundled one alone.
     let dynamic = measure(&dynamic, &image, Some(lib_dir))?;
@@ -60,8 +60,8 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
 
 /// `cargo build --release -p classify` (with `bundled-ort` when `bundled`), copied out of the
 /// shared target folder.
-fn build(ort: &OrtEnv, root: &Path, bundled: bool) -> Result<PathBuf> {
-    let target_dir = root.join("target/bench-deploy");
+fn build(ort: &OrtEnv, bundled: bool) -> Result<PathBuf> {
+    let target_dir = crate::cargo::target_dir()?.join("bench-deploy");
     let mut cmd = crate::cargo::command(ort);
     cmd.args(["build", "--quiet", "--release", "-p", "classify"])
         .env("CARGO_TARGET_DIR", &target_dir);

@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let ort = ort::ensure(&ort::default_lib_dir(&crate::workspace_root()))?;
+    let ort = ort::ensure(&ort::default_lib_dir()?)?;
     let mut cmd = cargo::command(&ort);
     cmd.args(["run", "--release", "--package", "classify", "--"])
         .args(args.args);

@@ -60,7 +60,7 @@ pub fn run_all(seconds: u64) -> Result<ExitCode> {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let root = crate::workspace_root();
-    let ort = ort::ensure(&ort::default_lib_dir(&root))?;
+    let ort = ort::ensure(&ort::default_lib_dir()?)?;
     let toolchain = Toolchain::detect();
     ensure_cargo_fuzz(&toolchain)?;
     let targets: Vec<&str> = if args.targets.is_empty() {

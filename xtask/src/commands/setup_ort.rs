@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long, value_name = "TRIPLE")]
     target: Option<String>,
     /// Install under this directory (one folder per target triple) instead of
-    /// WORKSPACE/target/ort/VERSION
+    /// TARGET_FOLDER/ort/VERSION (the workspace's target folder, as `cargo metadata` tells)
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
@@ -31,7 +31,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// Installs everything for building for `target` (default: the host) under `dir` and returns
 /// the config fragment.
 pub fn provision(target: Option<&str>, dir: Option<PathBuf>) -> Result<String> {
-    let root = dir.unwrap_or_else(|| ort::default_lib_dir(&crate::workspace_root()));
+    let root = match dir {
+        Some(dir) => dir,
+        None => ort::default_lib_dir()?,
+    };
     // The paths go into other crates' config files: make them absolute.
     let root = std::path::absolute(&root)
         .with_context(|| format!("making {} absolute", root.display()))?;

