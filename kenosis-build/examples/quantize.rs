@@ -41,6 +41,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .ok_or("KENOSIS_SYNTHETIC_IMAGE_RANGE=low,high")?;
         options.synthetic_image_range = Some([low.trim().parse()?, high.trim().parse()?]);
     }
+    if let Ok(v) = std::env::var("KENOSIS_ACTIVATIONS") {
+        options.activations = kenosis_build::Activations::parse_value(&v)?;
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,

@@ -17,10 +17,10 @@ use crate::error::{Error, NodeRef, OrtFailure, Result, Unsupported};
 use crate::fidelity;
 use crate::normalize::Normalized;
 use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto, ValueInfoProto};
-use crate::quantize::build::{Builder, Built, KeptFloat, Statistics};
+use crate::quantize::build::{ActivationMode, Builder, Built, KeptFloat, Statistics};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{Range, WeightOptions};
-use crate::report::Report;
+use crate::report::{ActivationsChoice, Report};
 use crate::speed;
 
 pub use crate::options::QuantizeOptions;
@@ -170,6 +170,9 @@ struct Planned<'p> {
     /// `keep_float` names that name no node.
     keep_float_unmatched: Vec<String>,
     plan: plan::Plan,
+    /// `activations = "auto"` will build both activation modes and keep the closer to FP32
+    /// (see [`compares_activation_modes`]).
+    compares_activations: bool,
 }
 
 impl<'p> Planned<'p> {
@@ -211,6 +214,8 @@ impl<'p> Planned<'p> {
         };
         let plan = plan::plan(graph, &types, &plan_options);
         let specs = input_specs(graph);
+        let compares_activations = options.activations == crate::Activations::Auto
+            && compares_activation_modes(graph, &types);
         Ok(Self {
             path,
             normalized,
@@ -221,6 +226,7 @@ impl<'p> Planned<'p> {
             keep_float_reasons: plan_options.keep_float_reasons,
             keep_float_unmatched,
             plan,
+            compares_activations,
         })
     }
 
@@ -257,9 +263,13 @@ impl<'p> Planned<'p> {
         let (mut data, synthetic_image_ranges) =
             calibration_data(calibration, calibration_model, &self.specs, options, self.path)?;
         let held_out = held_out_count(data.samples.len());
-        let calibrated_on = match options.fidelity_target() {
-            Some(_) if data.samples.len() > 1 => data.samples.len() - held_out,
-            _ => data.samples.len(),
+        // Held out of range calibration when a target or the activation-mode choice is
+        // judged on them.
+        let judged = options.fidelity_target().is_some() || self.compares_activations;
+        let calibrated_on = if judged && data.samples.len() > 1 {
+            data.samples.len() - held_out
+        } else {
+            data.samples.len()
         };
         if calibrated_on < data.samples.len() {
             spread_to_end(&mut data.samples, held_out);
@@ -390,7 +400,7 @@ impl Calibrated<'_> {
         let planned = &self.planned;
         // Every build reuses this calibration: keeping more nodes in FP32 changes which
         // tensors are quantized, never the FP32 statistics they are quantized with.
-        let builder = Builder::new(
+        let mut builder = Builder::new(
             planned.normalized.model(),
             &planned.types,
             std::mem::take(&mut self.statistics),
@@ -404,15 +414,87 @@ impl Calibrated<'_> {
             options.fp32_where_faster.then_some(options.target_cpu),
             options.fidelity_target().is_some(),
         );
-        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| Error::unsupported(planned.path, r));
         let mut kept = KeptFloat {
             ops: planned.keep.clone(),
             tensors: HashSet::new(),
         };
-        let built = build(&kept)?;
+        let (built, activations) = self.choose_activations(&mut builder, &kept, options)?;
+        let builder = builder;
+        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| Error::unsupported(planned.path, r));
         let (built, fidelity) = self.meet_target(built, &mut kept, build, options)?;
         let (built, speed) = self.meet_speedup(built, options)?;
-        self.report(built, fidelity, speed, size_fp32, options, started)
+        self.report(built, fidelity, (speed, activations), size_fp32, options, started)
+    }
+
+    /// The activation mode of `options` set on `builder`, and its first build. With
+    /// `activations = "auto"` on a model where [`compares_activation_modes`] holds, both
+    /// modes are built and measured against FP32 on the held-out samples, and the one with
+    /// the higher mean cosine is kept (static on a tie).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when a rewrite fails, [`Error::Runtime`] when ONNX Runtime
+    /// fails to run a build.
+    fn choose_activations(
+        &self,
+        builder: &mut Builder<'_>,
+        kept: &KeptFloat,
+        options: &QuantizeOptions,
+    ) -> Result<(Built, ActivationsChoice)> {
+        let planned = &self.planned;
+        let path = planned.path;
+        let build = |b: &Builder<'_>| b.build(kept).map_err(|r| Error::unsupported(path, r));
+        let fixed = |mode: ActivationMode, why: &str| ActivationsChoice {
+            mode: mode_name(mode).into(),
+            static_cosine: None,
+            dynamic_cosine: None,
+            reason: why.into(),
+        };
+        match options.activations {
+            crate::Activations::Static => {
+                return Ok((build(builder)?, fixed(ActivationMode::Static, "requested")));
+            }
+            crate::Activations::Dynamic => {
+                builder.set_activations(ActivationMode::Dynamic);
+                return Ok((build(builder)?, fixed(ActivationMode::Dynamic, "requested")));
+            }
+            crate::Activations::Auto => {}
+        }
+        let compared = fidelity::compared(planned.normalized.graph(), &planned.types);
+        if !planned.compares_activations
+            || !planned.uncalibratable.is_empty()
+            || compared == fidelity::Compared::Nothing
+        {
+            let why = "MatMul and Gemm hold less than half of the weights: calibrated (static) activations";
+            return Ok((build(builder)?, fixed(ActivationMode::Static, why)));
+        }
+        let input_names = planned.input_names();
+        let samples = &self.data.samples;
+        let held_out = fidelity::Evaluator::new(
+            planned.normalized.model(),
+            &compared,
+            &input_names,
+            &samples[samples.len() - self.held_out..],
+            path,
+            options.evaluation,
+        )?;
+        let static_built = build(builder)?;
+        let static_cosine = held_out.measure(&static_built.model)?.mean_cosine;
+        builder.set_activations(ActivationMode::Dynamic);
+        let dynamic_built = build(builder)?;
+        let dynamic_cosine = held_out.measure(&dynamic_built.model)?.mean_cosine;
+        let (built, mode) = if dynamic_cosine > static_cosine {
+            (dynamic_built, ActivationMode::Dynamic)
+        } else {
+            builder.set_activations(ActivationMode::Static);
+            (static_built, ActivationMode::Static)
+        };
+        let choice = ActivationsChoice {
+            mode: mode_name(mode).into(),
+            static_cosine: Some(static_cosine),
+            dynamic_cosine: Some(dynamic_cosine),
+            reason: "closer to FP32 on the held-out samples".into(),
+        };
+        Ok((built, choice))
     }
 
     /// With `min_speedup` set, times `built` against the normalized FP32 model (the model
@@ -488,7 +570,7 @@ impl Calibrated<'_> {
         // Ranked on the samples ranges were calibrated on, so that the held-out ones that
         // check the target took no part in choosing what to keep.
         let ranking_samples = &samples[..self.calibrated_on.min(fidelity::RANKING_SAMPLES)];
-        let (built, report) = fidelity::meet_target(
+        let (built, mut report) = fidelity::meet_target(
             &held_out,
             built,
             options.fidelity_target(),
@@ -497,6 +579,8 @@ impl Calibrated<'_> {
             kept,
             build,
         )?;
+        // Also held out without a target when the activation-mode choice was judged on them.
+        report.held_out = self.calibrated_on < samples.len();
         Ok((built, Some(report)))
     }
 
@@ -529,7 +613,7 @@ impl Calibrated<'_> {
         self,
         built: Built,
         fidelity: Option<fidelity::FidelityReport>,
-        speed: Option<speed::SpeedCheck>,
+        (speed, activations): (Option<speed::SpeedCheck>, ActivationsChoice),
         size_fp32: usize,
         options: &QuantizeOptions,
         started: Instant,
@@ -542,7 +626,15 @@ impl Calibrated<'_> {
         let Planned {
             path, normalized, keep_float_unmatched, ..
         } = self.planned;
-        let ops_quantized = ops_by_type(normalized.graph(), &plan);
+        let mut ops_quantized = ops_by_type(normalized.graph(), &plan);
+        // Dynamic nodes, by op type, apart from the static ones.
+        let dynamic: HashSet<&str> = (rewrite_summary.dynamic_nodes.iter()).map(String::as_str).collect();
+        for node in normalized.graph().node.iter().filter(|n| dynamic.contains(n.name())) {
+            *ops_quantized.entry(format!("{} (dynamic)", node.op_type())).or_default() += 1;
+        }
+        if rewrite_summary.dynamic.tables > 0 {
+            ops_quantized.insert("embedding table (int8)".into(), rewrite_summary.dynamic.tables);
+        }
         let bytes = quantized.encode_to_vec();
         if bytes.len() > PROTOBUF_LIMIT {
             return Err(Error::unsupported(path, Unsupported::TooLarge { bytes: bytes.len() }));
@@ -564,6 +656,7 @@ impl Calibrated<'_> {
             synthetic_image_ranges: self.synthetic_image_ranges,
             fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
             speed,
+            activations: Some(activations),
             options: format!("{options:?}"),
             size_fp32,
             size_int8: bytes.len(),
@@ -778,6 +871,26 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
     );
     let built = (builder.build(&KeptFloat::default())).map_err(|r| Error::unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
+}
+
+/// Smallest share of the weights (see [`crate::quantize::dynamic::matmul_weight_share`])
+/// that MatMuls, Gemms and embedding tables must hold for `activations = "auto"` to try
+/// dynamic activations: the transformer encoders it is for hold nearly all of theirs there,
+/// CNNs a classifier head's share, whose static placement stays as it is.
+const DYNAMIC_WEIGHT_SHARE: f64 = 0.5;
+
+/// Whether `activations = "auto"` builds `graph` (element `types`) both ways: when
+/// MatMuls, Gemms and embedding tables hold at least [`DYNAMIC_WEIGHT_SHARE`] of its weights.
+fn compares_activation_modes(graph: &onnx::GraphProto, types: &HashMap<String, DataType>) -> bool {
+    crate::quantize::dynamic::matmul_weight_share(graph, types) >= DYNAMIC_WEIGHT_SHARE
+}
+
+/// The report's spelling of `mode`.
+fn mode_name(mode: ActivationMode) -> &'static str {
+    match mode {
+        ActivationMode::Static => "static",
+        ActivationMode::Dynamic => "dynamic",
+    }
 }
 
 /// Fewest uint8 steps the central 99% of an activation's values may span before it is

@@ -60,6 +60,10 @@ pub struct Report {
     /// The `min_speedup` check, when that option is set.
     #[serde(default)]
     pub speed: Option<crate::speed::SpeedCheck>,
+    /// How MatMul and Gemm activations were quantized, and why (`None` in reports written
+    /// before the choice existed).
+    #[serde(default)]
+    pub activations: Option<ActivationsChoice>,
     /// Options the artifact was built with, as text.
     pub options: String,
     /// FP32 model size in bytes.
@@ -72,6 +76,21 @@ pub struct Report {
     pub inputs: Vec<TensorInfo>,
     /// Graph outputs of the artifact.
     pub outputs: Vec<TensorInfo>,
+}
+
+/// The activation mode of MatMul and Gemm nodes with a constant weight (see
+/// `crate::quantize::dynamic`), and what `activations = "auto"` measured to choose it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ActivationsChoice {
+    /// `"static"` (calibrated QDQ) or `"dynamic"` (`DynamicQuantizeLinear` + `MatMulInteger`).
+    pub mode: String,
+    /// Mean cosine to FP32 of the static build on the held-out samples, when both were built.
+    pub static_cosine: Option<f64>,
+    /// Mean cosine to FP32 of the dynamic build on the held-out samples, when both were built.
+    pub dynamic_cosine: Option<f64>,
+    /// Why this mode: requested, measured closer to FP32, or not compared.
+    pub reason: String,
 }
 
 impl Report {
@@ -170,13 +189,25 @@ impl Report {
             ),
             _ => format!("; {estimated} ops estimated faster in FP32 on the target"),
         };
+        let activations = match &self.activations {
+            Some(ActivationsChoice {
+                mode,
+                static_cosine: Some(st),
+                dynamic_cosine: Some(dy),
+                ..
+            }) => format!(
+                "; {mode} MatMul activations (held-out cosine static {st:.4}, dynamic {dy:.4})"
+            ),
+            Some(a) if a.mode == "dynamic" => "; dynamic MatMul activations".to_owned(),
+            _ => String::new(),
+        };
         let image_ranges: String = self
             .synthetic_image_ranges
             .iter()
             .map(|(input, range)| format!("input `{input}` in {range}; "))
             .collect();
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{estimate}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
+            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{estimate}{activations}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
             self.source,
             per_op.join(", "),
             self.nodes_fp32.len(),

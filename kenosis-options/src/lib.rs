@@ -129,6 +129,47 @@ impl Method {
     }
 }
 
+/// How MatMul and Gemm activations with a constant weight are quantized, as written at a call
+/// site (`activations = "..."`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Activations {
+    /// `"auto"`: chosen per model by the fidelity measured on held-out samples (see
+    /// `kenosis-build`'s `quantize::dynamic`).
+    #[default]
+    Auto,
+    /// `"static"`: calibrated ranges, QuantizeLinear/DequantizeLinear pairs (QDQ).
+    Static,
+    /// `"dynamic"`: ranges computed at run time by `DynamicQuantizeLinear`, read by
+    /// `MatMulInteger`.
+    Dynamic,
+}
+
+impl Activations {
+    /// The call-site spelling.
+    pub fn canonical(&self) -> &'static str {
+        match self {
+            Activations::Auto => "auto",
+            Activations::Static => "static",
+            Activations::Dynamic => "dynamic",
+        }
+    }
+
+    /// Parses a call-site spelling.
+    ///
+    /// # Errors
+    /// A message naming the unknown spelling and the accepted ones.
+    pub fn parse_value(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "auto" => Ok(Activations::Auto),
+            "static" => Ok(Activations::Static),
+            "dynamic" => Ok(Activations::Dynamic),
+            other => Err(format!(
+                "unknown activations mode `{other}`; expected \"auto\", \"static\" or \"dynamic\""
+            )),
+        }
+    }
+}
+
 /// Generates, from the [`table`], the call-site [`Options`], [`KEYS`], and their grammar,
 /// checks, merge and canonical text.
 macro_rules! define_options {

@@ -121,6 +121,35 @@ macro_rules! options {
                         fn reduce_range(enable: bool) = enable;
                     },
                 }
+                /// `activations = "auto" | "static" | "dynamic"`: how the activations read by
+                /// MatMul and Gemm with a constant weight are quantized: calibrated QDQ
+                /// (`"static"`), at run time (`"dynamic"`), or chosen by measured fidelity
+                /// (default `"auto"`).
+                activations: $crate::Activations {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: $crate::Activations = |_| $crate::Activations::Auto,
+                    setter: {
+                        /// How activations read by MatMul and Gemm with a constant weight are
+                        /// quantized (default [`Activations::Auto`](crate::Activations::Auto);
+                        /// see `quantize::dynamic`): `Static` calibrates their ranges (QDQ,
+                        /// fused by ONNX Runtime into `QLinearMatMul`/`QGemm`), `Dynamic`
+                        /// computes them per run (`DynamicQuantizeLinear` + `MatMulInteger`,
+                        /// fused into `DynamicQuantizeMatMul`) with int8 per-channel weights and
+                        /// int8 embedding tables, `Auto` builds both where MatMul and Gemm hold
+                        /// most of the weights and keeps the one closer to FP32 on held-out
+                        /// samples.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/encoder.onnx")
+                        ///     .activations(kenosis_build::Activations::Dynamic)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn activations(mode: $crate::Activations) = mode;
+                    },
+                }
                 /// `bias_correction = bool`: corrects each bias for the mean shift its weights'
                 /// quantization causes (default `true`).
                 bias_correction: bool {

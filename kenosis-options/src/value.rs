@@ -113,6 +113,23 @@ impl Value for Method {
     }
 }
 
+impl Value for crate::Activations {
+    /// A string (`Activations::parse_value`); its errors are spanned at the string.
+    fn parse(key: &str, value: &Expr) -> syn::Result<Self> {
+        let s = string(
+            key,
+            value,
+            "expects a string: \"auto\", \"static\" or \"dynamic\"",
+        )?;
+        crate::Activations::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))
+    }
+
+    /// The quoted [`Activations::canonical`](crate::Activations::canonical) spelling.
+    fn write(&self) -> String {
+        format!("{:?}", self.canonical())
+    }
+}
+
 impl Value for [f32; 2] {
     /// A string `"[low, high]"` (spaces optional).
     fn parse(key: &str, value: &Expr) -> syn::Result<Self> {

@@ -10,6 +10,7 @@ use crate::kernel_costs::KernelCosts;
 use crate::kernels::TargetCpu;
 use crate::onnx::{DataType, ModelProto};
 use crate::quantize::domain;
+use crate::quantize::dynamic;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
 
@@ -32,6 +33,16 @@ pub struct Built {
     pub plan: Plan,
     /// What the rewrite did.
     pub rewrite: RewriteSummary,
+}
+
+/// How a build quantizes the activations of MatMul and Gemm with a constant weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActivationMode {
+    /// Calibrated ranges, QDQ (the static placement decides).
+    #[default]
+    Static,
+    /// At run time (see [`dynamic`]); embedding tables int8. Convs stay static.
+    Dynamic,
 }
 
 /// What calibration measured on the FP32 model, all a rewrite reads from it.
@@ -65,6 +76,8 @@ pub struct Builder<'m> {
     /// Set when several builds will be made (a fidelity target's trials); a single build
     /// would only hold a second copy of every weight's codes.
     weight_cache: Option<WeightCache>,
+    /// How MatMul and Gemm activations are quantized.
+    activations: ActivationMode,
 }
 
 /// Why a node reading or writing a tensor without a calibrated range stays FP32.
@@ -96,7 +109,18 @@ impl<'m> Builder<'m> {
             weights,
             target_cpu,
             weight_cache: cache_weights.then(WeightCache::default),
+            activations: ActivationMode::Static,
         }
+    }
+
+    /// Makes the following builds quantize MatMul and Gemm activations as `mode` says.
+    pub fn set_activations(&mut self, mode: ActivationMode) {
+        self.activations = mode;
+    }
+
+    /// How the builds quantize MatMul and Gemm activations.
+    pub fn activations(&self) -> ActivationMode {
+        self.activations
     }
 
     /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32, `kept`
@@ -124,6 +148,24 @@ impl<'m> Builder<'m> {
             keep_float_reasons: self.keep_float_reasons.clone(),
             float_tensors,
         };
+        // Dynamic nodes are kept out of the static placement, then rewritten after it (its
+        // rewrite only appends nodes, so their indices hold).
+        let dynamic_plan = (self.activations == ActivationMode::Dynamic).then(|| {
+            let costs = self.target_cpu.map(KernelCosts::of);
+            dynamic::plan(graph, self.types, &kept.ops, costs.as_ref())
+        });
+        let mut dynamic_names: HashSet<String> = HashSet::new();
+        if let Some(d) = &dynamic_plan {
+            dynamic_names.extend(d.node_names(graph).map(str::to_owned));
+            let float = (d.slower.iter().map(|&i| (i, dynamic::DYNAMIC_SLOWER_REASON)))
+                .chain(d.small_tables.iter().map(|&i| (i, dynamic::SMALL_TABLE_REASON)));
+            for (i, reason) in float {
+                let name = graph.node[i].name().to_owned();
+                (options.keep_float_reasons).insert(name.clone(), reason.into());
+                options.keep_float.insert(name);
+            }
+            options.keep_float.extend(dynamic_names.iter().cloned());
+        }
         let (plan, act) = loop {
             let plan = plan::plan(graph, self.types, &options);
             let act = rewrite::activation_params(&plan, graph, &self.statistics.ranges);
@@ -155,7 +197,8 @@ impl<'m> Builder<'m> {
                 options.keep_float.insert(name);
             }
         };
-        let summary = rewrite::rewrite(
+        let mut plan = plan;
+        let mut summary = rewrite::rewrite(
             graph,
             &plan,
             &act,
@@ -164,6 +207,14 @@ impl<'m> Builder<'m> {
             self.weights,
             self.weight_cache.as_ref(),
         )?;
+        if let Some(d) = &dynamic_plan {
+            // They run quantized, not in FP32: the report lists them apart.
+            plan.float_nodes.retain(|f| !dynamic_names.contains(&f.name));
+            summary.dynamic_nodes = (d.matmuls.iter())
+                .map(|m| graph.node[m.node].name().to_owned())
+                .collect();
+            summary.dynamic = dynamic::rewrite(graph, d, self.weights.reduce_range)?;
+        }
         crate::graph::sort_topologically(graph)?;
         model.producer_name = Some("kenosis".into());
         model.producer_version = Some(env!("CARGO_PKG_VERSION").into());

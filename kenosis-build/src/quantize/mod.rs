@@ -4,6 +4,7 @@ pub mod bias_correction;
 pub mod build;
 pub mod channel_spread;
 pub mod domain;
+pub mod dynamic;
 pub mod gptq;
 mod min_cut;
 pub mod params;

@@ -58,6 +58,13 @@ pub struct RewriteSummary {
     /// bit saves.
     #[serde(default)]
     pub weights_full_range: usize,
+    /// MatMuls, Gemms and embedding tables quantized with dynamic activations (see
+    /// [`super::dynamic`]).
+    #[serde(default)]
+    pub dynamic: super::dynamic::DynamicSummary,
+    /// Names of the MatMul and Gemm nodes run with dynamic activations, in graph order.
+    #[serde(default)]
+    pub dynamic_nodes: Vec<String>,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.

@@ -1,0 +1,597 @@
+//! Dynamic activation quantization: MatMul and Gemm with a constant weight quantize their
+//! input at run time, and embedding tables are stored as int8.
+//!
+//! This is the form of ONNX Runtime's `quantize_dynamic` (`onnxruntime/python/tools/
+//! quantization`, `operators/matmul.py` and `operators/gather.py`), which embedding
+//! libraries ship as their "quantized" transformer encoders. For each planned node:
+//!
+//! ```text
+//! x ─ DynamicQuantizeLinear ─┬─ x_q (uint8) ─┐
+//!                            ├─ x_scale ─────┼─ Mul(x_scale, w_scale[N]) ─┐
+//!                            └─ x_zero_point ┘                            │
+//! MatMulInteger(x_q, w_q int8 [K, N], x_zero_point, 0 int8 [N]) ─ Cast(float) ─ Mul ─ y
+//! ```
+//!
+//! ONNX Runtime's CPU provider fuses this chain into `DynamicQuantizeMatMul`
+//! (`MatMulIntegerToFloatFusion`, then `DynamicQuantizeMatMulFusion`), which quantizes `x`
+//! to uint8 with the range of the whole tensor at each run and multiplies with the int8
+//! weights. One `DynamicQuantizeLinear` serves every planned node reading the same tensor
+//! (the query, key and value projections of an attention block). Weights get one
+//! symmetric scale per output column ([`super::weights::quantize`] along axis 1).
+//!
+//! Embedding tables (a `Gather` along axis 0 from a constant float `[V, D]` table) are
+//! stored as int8 with one scale per column `d`, applied after the lookup by a
+//! `DequantizeLinear` along the last axis: `Gather(w_q, ids) → DequantizeLinear(axis = -1)`.
+//! Per-column scales stay valid for any gathered row, unlike per-row ones, which would need
+//! a second lookup; ORT's quantizer uses one scale for the whole table.
+//!
+//! Activations are never clipped to a calibrated range: a dynamic range follows the
+//! outlier tokens and channels transformer activations have (Dettmers et al., 2022,
+//! "LLM.int8()"; Xiao et al., 2023, "SmoothQuant"), where a static range calibrated on other
+//! inputs clips them or wastes its steps. The price is one pass over `x` to find its range.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::weights;
+use crate::error::BadTensor;
+use crate::graph::{GraphIndex, NameGen};
+use crate::kernel_costs::KernelCosts;
+use crate::onnx::{attr, make_node, tensor, DataType, GraphProto, NodeProto, TensorProto};
+
+/// Fewest elements a weight or an embedding table needs to be quantized dynamically; smaller
+/// ones (a classifier's last layer over a few classes) save less than their conversions
+/// cost. Equal to the static placement's [`super::plan::TINY_WEIGHTS`].
+pub const MIN_WEIGHTS: usize = super::plan::TINY_WEIGHTS as usize;
+
+/// Why a MatMul or Gemm with a constant weight runs with dynamic activations, for the report.
+pub const DYNAMIC_REASON: &str =
+    "dynamic activations: DynamicQuantizeLinear + MatMulInteger, int8 per-channel weights";
+
+/// Why a MatMul or Gemm the dynamic form could take stays FP32 by the target's kernel costs.
+pub const DYNAMIC_SLOWER_REASON: &str =
+    "estimated faster in FP32 on the target: its weight is too small to repay quantizing its input at run time";
+
+/// Why a lookup in a constant table smaller than [`MIN_WEIGHTS`] stays FP32.
+pub const SMALL_TABLE_REASON: &str =
+    "embedding table too small to repay int8: a few bytes saved for one more conversion";
+
+/// A MatMul or Gemm that can run with dynamic activations: its constant weight as a `[K, N]`
+/// matrix (Gemm's `transB` undone, `alpha` folded in) and its Gemm bias (`beta` folded in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DynamicMatMul {
+    /// Index of the node in the graph.
+    pub node: usize,
+    /// Rows (input features) of the weight.
+    pub k: usize,
+    /// Columns (output features) of the weight.
+    pub n: usize,
+}
+
+/// What [`plan`] chose for one graph: the nodes to rewrite, in graph order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DynamicPlan {
+    /// MatMul and Gemm nodes to run with dynamic activations.
+    pub matmuls: Vec<DynamicMatMul>,
+    /// Gathers whose constant table is stored as int8.
+    pub tables: Vec<usize>,
+    /// Nodes the form could take but the kernel costs keep FP32 (see
+    /// [`DYNAMIC_SLOWER_REASON`]).
+    pub slower: Vec<usize>,
+    /// Lookups in constant tables smaller than [`MIN_WEIGHTS`] (a BERT token-type table),
+    /// kept FP32 (see [`SMALL_TABLE_REASON`]): int8 would save a few bytes and add a
+    /// conversion.
+    pub small_tables: Vec<usize>,
+}
+
+impl DynamicPlan {
+    /// Names of every node the plan rewrites.
+    pub fn node_names<'a>(&'a self, graph: &'a GraphProto) -> impl Iterator<Item = &'a str> + 'a {
+        (self.matmuls.iter().map(|m| m.node))
+            .chain(self.tables.iter().copied())
+            .map(move |i| graph.node[i].name())
+    }
+}
+
+/// Counts of what [`rewrite`] did, for the build report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct DynamicSummary {
+    /// MatMul and Gemm nodes rewritten to `DynamicQuantizeLinear` + `MatMulInteger`.
+    pub matmuls: usize,
+    /// `DynamicQuantizeLinear` nodes inserted (one per distinct input tensor).
+    pub dynamic_quantizers: usize,
+    /// Embedding tables stored as int8.
+    pub tables: usize,
+}
+
+/// The `[K, N]` shape of the constant float weight of `node`, a MatMul (weight rank 2) or a
+/// Gemm without `transA`, reading a float input; `None` for other nodes.
+fn weight_shape(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    node: &NodeProto,
+    is_float: &dyn Fn(&str) -> bool,
+) -> Option<(usize, usize)> {
+    if !crate::onnx::is_default_domain(node.domain()) {
+        return None;
+    }
+    let gemm = match node.op_type() {
+        "MatMul" => false,
+        "Gemm" if attr::int(node, "transA", 0) == 0 => true,
+        _ => return None,
+    };
+    let x = node.input.first().filter(|t| !t.is_empty())?;
+    if !is_float(x) || index.is_initializer(x) || !node.output.first().is_some_and(|o| is_float(o))
+    {
+        return None;
+    }
+    let w = &graph.initializer[*index.initializer.get(node.input.get(1)?)?];
+    if w.elem_type() != DataType::Float || w.dims.len() != 2 || w.dims.iter().any(|&d| d <= 0) {
+        return None;
+    }
+    if gemm {
+        // A bias must be a constant; it is added back in float after the integer product.
+        if let Some(c) = node.input.get(2).filter(|c| !c.is_empty()) {
+            let c = &graph.initializer[*index.initializer.get(c)?];
+            if c.elem_type() != DataType::Float {
+                return None;
+            }
+        }
+    }
+    let (rows, cols) = (w.dims[0] as usize, w.dims[1] as usize);
+    Some(if gemm && attr::int(node, "transB", 0) != 0 {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    })
+}
+
+/// Whether `node` is a lookup in an embedding table: a `Gather` along axis 0 from a constant
+/// float `[V, D]` table of at least [`MIN_WEIGHTS`] values, with computed indices.
+fn is_table_lookup(graph: &GraphProto, index: &GraphIndex, node: &NodeProto) -> bool {
+    is_lookup(graph, index, node, MIN_WEIGHTS)
+}
+
+/// [`is_table_lookup`] with a table of at least `min_values` values.
+fn is_lookup(graph: &GraphProto, index: &GraphIndex, node: &NodeProto, min_values: usize) -> bool {
+    if node.op_type() != "Gather"
+        || !crate::onnx::is_default_domain(node.domain())
+        || attr::int(node, "axis", 0) != 0
+    {
+        return false;
+    }
+    let (Some(table), Some(ids)) = (node.input.first(), node.input.get(1)) else {
+        return false;
+    };
+    if index.is_initializer(ids) {
+        return false;
+    }
+    index.initializer.get(table).is_some_and(|&k| {
+        let t = &graph.initializer[k];
+        t.elem_type() == DataType::Float
+            && t.dims.len() == 2
+            && tensor::element_count(&t.dims).is_some_and(|n| n >= min_values)
+    })
+}
+
+/// The share of constant weights (MatMul and Gemm weights, embedding tables, Conv weights)
+/// held by the MatMuls, Gemms and tables the dynamic form can take, in `[0, 1]`: a
+/// transformer encoder's is near 1, a CNN's a classifier head's share.
+pub fn matmul_weight_share(graph: &GraphProto, types: &std::collections::HashMap<String, DataType>) -> f64 {
+    let index = GraphIndex::new(graph);
+    let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
+    let size = |name: &str| {
+        index
+            .initializer
+            .get(name)
+            .and_then(|&k| tensor::element_count(&graph.initializer[k].dims))
+            .unwrap_or(0) as f64
+    };
+    let (mut dynamic, mut all) = (0.0, 0.0);
+    for node in &graph.node {
+        let Some(w) = node.input.get(1) else { continue };
+        if weight_shape(graph, &index, node, &is_float).is_some() {
+            dynamic += size(w);
+            all += size(w);
+        } else if is_table_lookup(graph, &index, node) {
+            dynamic += size(&node.input[0]);
+            all += size(&node.input[0]);
+        } else if matches!(node.op_type(), "Conv" | "ConvTranspose" | "MatMul" | "Gemm") {
+            all += size(w);
+        }
+    }
+    if all == 0.0 {
+        0.0
+    } else {
+        dynamic / all
+    }
+}
+
+/// Whether quantizing input tensor `x` (`k` features a row) at run time for MatMuls with
+/// `columns` output features in total saves time at `costs`: per row, the integer kernel
+/// saves `(1 - int8_dense)·k·columns` multiply-adds' time, and `DynamicQuantizeLinear`
+/// costs two passes over the row (range, then codes) and the scaling of each output.
+fn pays(costs: &KernelCosts, k: usize, columns: usize) -> bool {
+    let saved = (1.0 - costs.int8_dense) * (k * columns) as f64;
+    let cost = costs.conversion * (2 * k + columns) as f64;
+    saved > cost
+}
+
+/// Chooses the nodes of `graph` to run with dynamic activations: every MatMul and Gemm with
+/// a constant weight of at least [`MIN_WEIGHTS`] values that no name in `keep_float` names,
+/// and every embedding-table Gather; with `costs`, the MatMuls whose input's conversion
+/// costs more than their integer kernels save stay FP32 (listed in `slower`).
+pub fn plan(
+    graph: &GraphProto,
+    types: &std::collections::HashMap<String, DataType>,
+    keep_float: &HashSet<String>,
+    costs: Option<&KernelCosts>,
+) -> DynamicPlan {
+    let index = GraphIndex::new(graph);
+    let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
+    let mut by_input: BTreeMap<&str, Vec<DynamicMatMul>> = BTreeMap::new();
+    let mut out = DynamicPlan::default();
+    for (i, node) in graph.node.iter().enumerate() {
+        if keep_float.contains(node.name()) {
+            continue;
+        }
+        if let Some((k, n)) = weight_shape(graph, &index, node, &is_float) {
+            if k * n >= MIN_WEIGHTS {
+                by_input
+                    .entry(node.input[0].as_str())
+                    .or_default()
+                    .push(DynamicMatMul { node: i, k, n });
+            }
+        } else if is_table_lookup(graph, &index, node) {
+            // A table also read by other ops keeps its float copy for them: no saving.
+            let table = &node.input[0];
+            let only_lookups = (index.consumers_of(table).iter())
+                .all(|&c| is_table_lookup(graph, &index, &graph.node[c]));
+            if only_lookups && !index.outputs.contains(table) {
+                out.tables.push(i);
+            }
+        } else if is_lookup(graph, &index, node, 0) {
+            out.small_tables.push(i);
+        }
+    }
+    for group in by_input.into_values() {
+        let (k, columns) = (group[0].k, group.iter().map(|m| m.n).sum());
+        if costs.is_some_and(|c| !pays(c, k, columns)) {
+            out.slower.extend(group.iter().map(|m| m.node));
+        } else {
+            out.matmuls.extend(group);
+        }
+    }
+    out.matmuls.sort_by_key(|m| m.node);
+    out.slower.sort_unstable();
+    out
+}
+
+/// Rewrites the nodes `plan` names (computed on this `graph`, whose nodes must not have
+/// moved since) into the dynamic form described in the [module docs](self): weights as int8
+/// with per-column scales (7-bit with `reduce_range`, for x86 kernels without VNNI, whose
+/// `VPMADDUBSW` pairs saturate on 8-bit weights), tables as int8 with per-column scales.
+/// The rewritten nodes keep their output names; the caller sorts the graph topologically
+/// afterwards.
+///
+/// # Errors
+/// [`BadTensor`] when a weight, bias or table payload cannot be read.
+pub fn rewrite(
+    graph: &mut GraphProto,
+    plan: &DynamicPlan,
+    reduce_range: bool,
+) -> Result<DynamicSummary, BadTensor> {
+    let index = GraphIndex::new(graph);
+    let mut names = NameGen::new(graph);
+    let mut nodes: Vec<NodeProto> = Vec::new();
+    let mut initializers: Vec<TensorProto> = Vec::new();
+    let mut summary = DynamicSummary::default();
+    let mut removed: HashSet<usize> = HashSet::new();
+
+    // One DynamicQuantizeLinear per input tensor: (codes, scale, zero point).
+    let mut quantized: BTreeMap<String, [String; 3]> = BTreeMap::new();
+    for m in &plan.matmuls {
+        let node = &graph.node[m.node];
+        let x = node.input[0].clone();
+        let y = node.output[0].clone();
+        let [x_q, x_scale, x_zero] = quantized
+            .entry(x.clone())
+            .or_insert_with(|| {
+                let outs = [
+                    names.fresh(&format!("{x}_quantized")),
+                    names.fresh(&format!("{x}_scale")),
+                    names.fresh(&format!("{x}_zero_point")),
+                ];
+                nodes.push(make_node(
+                    "DynamicQuantizeLinear",
+                    names.fresh(&format!("{x}_DynamicQuantizeLinear")),
+                    vec![x.clone()],
+                    outs.to_vec(),
+                    vec![],
+                ));
+                summary.dynamic_quantizers += 1;
+                outs
+            })
+            .clone();
+        let (w, bias) = weight_matrix(graph, &index, node, m)?;
+        let dims = [m.k as i64, m.n as i64];
+        let q = weights::quantize(&w, &dims, Some(1), reduce_range, None);
+        let base = node.name().to_owned();
+        let w_name = &node.input[1];
+        let [w_q, w_scale, w_zero] = [
+            names.fresh(&format!("{w_name}_quantized")),
+            names.fresh(&format!("{w_name}_scale")),
+            names.fresh(&format!("{w_name}_zero_point")),
+        ];
+        let n = [m.n as i64];
+        initializers.push(tensor::from_i8(&w_q, &dims, &q.codes));
+        initializers.push(tensor::from_f32(&w_scale, &n, &q.scales));
+        initializers.push(tensor::from_i8(&w_zero, &n, &vec![0; m.n]));
+        let [product, product_f, scale, scaled] = [
+            names.fresh(&format!("{base}_MatMulInteger_output")),
+            names.fresh(&format!("{base}_MatMulInteger_output_float")),
+            names.fresh(&format!("{base}_scales")),
+            names.fresh(&format!("{base}_scaled")),
+        ];
+        let product_out = if bias.is_some() { scaled.clone() } else { y.clone() };
+        nodes.push(make_node(
+            "MatMulInteger",
+            names.fresh(&format!("{base}_MatMulInteger")),
+            vec![x_q, w_q, x_zero, w_zero],
+            vec![product.clone()],
+            vec![],
+        ));
+        nodes.push(make_node(
+            "Cast",
+            names.fresh(&format!("{base}_Cast")),
+            vec![product],
+            vec![product_f.clone()],
+            vec![attr::make_int("to", i64::from(DataType::Float as i32))],
+        ));
+        nodes.push(make_node(
+            "Mul",
+            names.fresh(&format!("{base}_scales_Mul")),
+            vec![x_scale, w_scale],
+            vec![scale.clone()],
+            vec![],
+        ));
+        nodes.push(make_node(
+            "Mul",
+            names.fresh(&format!("{base}_output_Mul")),
+            vec![product_f, scale],
+            vec![product_out],
+            vec![],
+        ));
+        if let Some((c_dims, c)) = bias {
+            let c_name = names.fresh(&format!("{base}_bias"));
+            initializers.push(tensor::from_f32(&c_name, &c_dims, &c));
+            nodes.push(make_node(
+                "Add",
+                names.fresh(&format!("{base}_bias_Add")),
+                vec![scaled, c_name],
+                vec![y],
+                vec![],
+            ));
+        }
+        removed.insert(m.node);
+        summary.matmuls += 1;
+    }
+
+    // One int8 copy per table, shared by its lookups: (codes, scale, zero point).
+    let mut tables: BTreeMap<String, [String; 3]> = BTreeMap::new();
+    for &i in &plan.tables {
+        let node = &graph.node[i];
+        let table_name = node.input[0].clone();
+        let [t_q, t_scale, t_zero] = match tables.get(&table_name) {
+            Some(names) => names.clone(),
+            None => {
+                let table = &graph.initializer[index.initializer[&table_name]];
+                let values = tensor::to_f32(table)?;
+                let dims = table.dims.clone();
+                let q = weights::quantize(&values, &dims, Some(1), false, None);
+                let columns = [dims[1]];
+                let made = [
+                    names.fresh(&format!("{table_name}_quantized")),
+                    names.fresh(&format!("{table_name}_scale")),
+                    names.fresh(&format!("{table_name}_zero_point")),
+                ];
+                initializers.push(tensor::from_i8(&made[0], &dims, &q.codes));
+                initializers.push(tensor::from_f32(&made[1], &columns, &q.scales));
+                initializers.push(tensor::from_i8(&made[2], &columns, &vec![0; q.scales.len()]));
+                tables.insert(table_name.clone(), made.clone());
+                summary.tables += 1;
+                made
+            }
+        };
+        let gathered = names.fresh(&format!("{}_quantized", node.output[0]));
+        let mut lookup = node.clone();
+        lookup.input[0] = t_q;
+        lookup.output = vec![gathered.clone()];
+        let y = node.output[0].clone();
+        nodes.push(lookup);
+        nodes.push(make_node(
+            "DequantizeLinear",
+            names.fresh(&format!("{}_DequantizeLinear", node.name())),
+            vec![gathered, t_scale, t_zero],
+            vec![y],
+            vec![attr::make_int("axis", -1)],
+        ));
+        removed.insert(i);
+    }
+
+    let kept: Vec<NodeProto> = std::mem::take(&mut graph.node)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !removed.contains(i))
+        .map(|(_, n)| n)
+        .collect();
+    graph.node = kept;
+    graph.node.extend(nodes);
+    graph.initializer.extend(initializers);
+    crate::normalize::prune_unused_initializers(graph);
+    Ok(summary)
+}
+
+/// A Gemm bias as `(dims, values)`, `beta` folded in.
+type Bias = (Vec<i64>, Vec<f32>);
+
+/// The weight of `node` as a row-major `[K, N]` matrix (a Gemm's `transB` undone and its
+/// `alpha` folded in), and a Gemm's bias times `beta`.
+fn weight_matrix(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    node: &NodeProto,
+    m: &DynamicMatMul,
+) -> Result<(Vec<f32>, Option<Bias>), BadTensor> {
+    let w = tensor::to_f32(&graph.initializer[index.initializer[&node.input[1]]])?;
+    if node.op_type() != "Gemm" {
+        return Ok((w, None));
+    }
+    let alpha = attr::float(node, "alpha", 1.0);
+    let beta = attr::float(node, "beta", 1.0);
+    let w: Vec<f32> = if attr::int(node, "transB", 0) != 0 {
+        // Stored [N, K].
+        (0..m.k * m.n)
+            .map(|e| alpha * w[(e % m.n) * m.k + e / m.n])
+            .collect()
+    } else {
+        w.into_iter().map(|v| alpha * v).collect()
+    };
+    let bias = match node.input.get(2).filter(|c| !c.is_empty()) {
+        Some(c) => {
+            let t = &graph.initializer[index.initializer[c]];
+            let values = tensor::to_f32(t)?.into_iter().map(|v| beta * v).collect();
+            Some((t.dims.clone(), values))
+        }
+        None => None,
+    };
+    Ok((w, bias))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{float_value, named};
+    use std::collections::HashMap;
+
+    fn types(names: &[&str]) -> HashMap<String, DataType> {
+        names
+            .iter()
+            .map(|t| (t.to_string(), DataType::Float))
+            .collect()
+    }
+
+    /// `x → MatMul(w_q) → q; x → MatMul(w_k) → k; q + k`: an attention block's projections
+    /// reading one LayerNorm output.
+    #[test]
+    fn projections_of_one_input_share_one_dynamic_quantizer() {
+        let (k, n) = (64, 64);
+        let graph = GraphProto {
+            node: vec![
+                named("MatMul", "q", &["x", "wq"], &["yq"]),
+                named("MatMul", "k", &["x", "wk"], &["yk"]),
+                named("Add", "sum", &["yq", "yk"], &["y"]),
+            ],
+            initializer: vec![
+                tensor::from_f32("wq", &[k, n], &vec![0.25; (k * n) as usize]),
+                tensor::from_f32("wk", &[k, n], &vec![-0.5; (k * n) as usize]),
+            ],
+            output: vec![float_value("y")],
+            ..Default::default()
+        };
+        let types = types(&["x", "yq", "yk", "y"]);
+        let plan = plan(&graph, &types, &HashSet::new(), None);
+        assert_eq!(plan.matmuls.len(), 2);
+        let mut rewritten = graph.clone();
+        let summary = rewrite(&mut rewritten, &plan, false).unwrap();
+        assert_eq!((summary.matmuls, summary.dynamic_quantizers), (2, 1));
+        let ops: Vec<&str> = rewritten.node.iter().map(|n| n.op_type()).collect();
+        assert_eq!(ops.iter().filter(|o| **o == "MatMulInteger").count(), 2);
+        assert!(!ops.contains(&"MatMul"));
+        // Outputs keep their names, so the Add still reads them.
+        assert!(rewritten.node.iter().any(|n| n.output == ["yq"]));
+        assert!(rewritten.initializer.iter().all(|t| t.name() != "wq"));
+    }
+
+    #[test]
+    fn a_gemm_with_transposed_weight_keeps_its_product_and_bias() {
+        let (k, n) = (64usize, 80usize);
+        let w: Vec<f32> = (0..k * n).map(|e| ((e * 7919) % 255) as f32 / 255.0 - 0.5).collect();
+        let mut gemm = named("Gemm", "fc", &["x", "w", "c"], &["y"]);
+        gemm.attribute = vec![
+            attr::make_int("transB", 1),
+            attr::make_float("alpha", 2.0),
+            attr::make_float("beta", 0.5),
+        ];
+        let graph = GraphProto {
+            node: vec![gemm],
+            initializer: vec![
+                tensor::from_f32("w", &[n as i64, k as i64], &w),
+                tensor::from_f32("c", &[n as i64], &vec![1.0; n]),
+            ],
+            output: vec![float_value("y")],
+            ..Default::default()
+        };
+        let plan = plan(&graph, &types(&["x", "y"]), &HashSet::new(), None);
+        assert_eq!(plan.matmuls, [DynamicMatMul { node: 0, k, n }]);
+        let (matrix, bias) =
+            weight_matrix(&graph, &GraphIndex::new(&graph), &graph.node[0], &plan.matmuls[0])
+                .unwrap();
+        // Element (row r, column c) of the [K, N] matrix is alpha · w[c][r].
+        assert_eq!(matrix[3 * n + 5], 2.0 * w[5 * k + 3]);
+        assert_eq!(bias, Some((vec![n as i64], vec![0.5; n])));
+    }
+
+    #[test]
+    fn tiny_weights_and_weights_too_small_to_repay_the_conversion_stay_float() {
+        let graph = |k: i64, n: i64| GraphProto {
+            node: vec![named("MatMul", "m", &["x", "w"], &["y"])],
+            initializer: vec![tensor::from_f32("w", &[k, n], &vec![0.1; (k * n) as usize])],
+            output: vec![float_value("y")],
+            ..Default::default()
+        };
+        let types = types(&["x", "y"]);
+        let costs = KernelCosts::of(crate::kernels::TargetCpu::X86Vnni);
+        // Fewer than MIN_WEIGHTS values: not a candidate at all.
+        let tiny = plan(&graph(8, 8), &types, &HashSet::new(), Some(&costs));
+        assert!(tiny.matmuls.is_empty() && tiny.slower.is_empty());
+        // A long thin projection to 2 outputs: 2 multiply-adds saved per input, 20 spent.
+        let thin = plan(&graph(4096, 2), &types, &HashSet::new(), Some(&costs));
+        assert_eq!((thin.matmuls.len(), thin.slower), (0, vec![0]));
+        let wide = plan(&graph(384, 384), &types, &HashSet::new(), Some(&costs));
+        assert_eq!(wide.matmuls.len(), 1);
+    }
+
+    #[test]
+    fn an_embedding_table_becomes_int8_with_one_scale_per_column() {
+        let (v, d) = (128usize, 64usize);
+        let table: Vec<f32> = (0..v * d).map(|e| (e % d) as f32 * 0.01 + 0.001).collect();
+        let graph = GraphProto {
+            node: vec![named("Gather", "embed", &["table", "ids"], &["e"])],
+            initializer: vec![tensor::from_f32("table", &[v as i64, d as i64], &table)],
+            output: vec![float_value("e")],
+            ..Default::default()
+        };
+        let plan = plan(&graph, &types(&["table", "e"]), &HashSet::new(), None);
+        assert_eq!(plan.tables, [0]);
+        let mut rewritten = graph.clone();
+        let summary = rewrite(&mut rewritten, &plan, false).unwrap();
+        assert_eq!(summary.tables, 1);
+        let dq = rewritten
+            .node
+            .iter()
+            .find(|n| n.op_type() == "DequantizeLinear")
+            .expect("a DequantizeLinear after the lookup");
+        assert_eq!(dq.output, ["e"]);
+        assert_eq!(attr::int(dq, "axis", 1), -1);
+        let scale = rewritten
+            .initializer
+            .iter()
+            .find(|t| t.name() == dq.input[1])
+            .unwrap();
+        assert_eq!(scale.dims, [d as i64]);
+        let scales = tensor::to_f32(scale).unwrap();
+        // Column c spans up to c·0.01 + 0.001: its own scale, not the table's largest.
+        assert!((scales[1] - 0.011 / 127.0).abs() < 1e-7, "{}", scales[1]);
+    }
+}
