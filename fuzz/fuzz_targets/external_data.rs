@@ -26,8 +26,8 @@ fn folder() -> &'static Path {
     })
 }
 
-/// What the file outside the model's folder holds: a float pattern no tensor should ever
-/// carry after inlining.
+/// What the file outside the model's folder holds: bytes no tensor may carry after inlining
+/// unless the input itself holds them.
 const OUTSIDE: &[u8] = b"KENOSIS-OUTSIDE-THE-MODEL-FOLDER";
 
 fuzz_target!(|data: &[u8]| {
@@ -45,11 +45,15 @@ fuzz_target!(|data: &[u8]| {
     if kenosis_build::pipeline::external_files(&path, &model).is_err() {
         return;
     }
+    let holds_marker = |bytes: &[u8]| bytes.windows(OUTSIDE.len()).any(|w| w == OUTSIDE);
     if let Ok(normalized) = kenosis_build::pipeline::normalize_decoded(&path, model) {
-        let bytes = prost::Message::encode_to_vec(normalized.model());
-        assert!(
-            !bytes.windows(OUTSIDE.len()).any(|w| w == OUTSIDE),
-            "a file outside the model's folder was read in"
-        );
+        // The fuzzer learns the marker from this comparison and may write it into the
+        // input itself; only bytes that came from elsewhere count.
+        if !holds_marker(data) {
+            assert!(
+                !holds_marker(&prost::Message::encode_to_vec(normalized.model())),
+                "a file outside the model's folder was read in"
+            );
+        }
     }
 });

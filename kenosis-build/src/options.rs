@@ -137,16 +137,24 @@ macro_rules! define_build_options {
 
 kenosis_options::options!(define_build_options);
 
-impl Default for QuantizeOptions {
-    /// The defaults for the machine this code runs on (as a build script: the host), with
-    /// the fidelity check on its own kernels.
-    fn default() -> Self {
+impl QuantizeOptions {
+    /// The options `layers` writes, each unwritten one at its default for the machine this
+    /// code runs on (as a build script: the host), with the fidelity check on its own
+    /// kernels: what a build for its own machine, or the `kenosis` command, quantizes with.
+    pub fn for_host(layers: &Options) -> Self {
         let kernels = TargetCpu::of_target("", "").integer_kernels();
         Self::resolve(
-            &Options::default(),
+            layers,
             build_target(kernels),
             Evaluation::for_kernels(kernels, IntegerKernels::of_host()),
         )
+    }
+}
+
+impl Default for QuantizeOptions {
+    /// [`QuantizeOptions::for_host`] with every option at its default.
+    fn default() -> Self {
+        Self::for_host(&Options::default())
     }
 }
 

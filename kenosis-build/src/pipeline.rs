@@ -669,7 +669,7 @@ impl Calibrated<'_> {
 }
 
 /// Synthetic image input name → label of the value range its images span, e.g. `[0, 255]`.
-type ImageRangeLabels = BTreeMap<String, String>;
+pub type ImageRangeLabels = BTreeMap<String, String>;
 
 /// The calibration samples `calibration` names, with the value range of each synthetic image
 /// input (input name → label such as `[0, 255]`, for the report); synthetic samples are shaped
@@ -678,7 +678,7 @@ type ImageRangeLabels = BTreeMap<String, String>;
 /// # Errors
 /// [`Error::Calibration`] for unreadable or mis-shaped `.npy` files, or no sample at all;
 /// shape resolution and image-range inference errors for synthetic data.
-fn calibration_data(
+pub fn calibration_data(
     calibration: &Calibration,
     calibration_model: &ModelProto,
     specs: &[calibrate::data::InputSpec],

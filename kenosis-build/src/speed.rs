@@ -76,6 +76,39 @@ pub fn measure(
     sample: &[SampleValue],
     path: &Path,
 ) -> Result<(f64, f64)> {
+    let started = Instant::now();
+    measure_while(fp32, int8, input_names, sample, path, |runs| {
+        runs < MIN_RUNS || (runs < MAX_RUNS && started.elapsed() < MEASURE_BUDGET)
+    })
+}
+
+/// [`measure`] with exactly `runs` timed runs of each model (at least 1), e.g. for the
+/// `kenosis validate` command.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_runs(
+    fp32: &ModelProto,
+    int8: &ModelProto,
+    input_names: &[String],
+    sample: &[SampleValue],
+    path: &Path,
+    runs: usize,
+) -> Result<(f64, f64)> {
+    let runs = runs.max(1);
+    measure_while(fp32, int8, input_names, sample, path, |done| done < runs)
+}
+
+/// Times both models after [`WARMUP_RUNS`], one run of each per round, while `more(rounds
+/// done)` holds; the median latency of each, milliseconds.
+fn measure_while(
+    fp32: &ModelProto,
+    int8: &ModelProto,
+    input_names: &[String],
+    sample: &[SampleValue],
+    path: &Path,
+    more: impl Fn(usize) -> bool,
+) -> Result<(f64, f64)> {
     let mut a = session(path, fp32.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
     let mut b = session(path, int8.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
     let inputs = sample_inputs(input_names, sample, path)?;
@@ -90,8 +123,7 @@ pub fn measure(
         run(&mut b)?;
     }
     let (mut ta, mut tb) = (Vec::new(), Vec::new());
-    let started = Instant::now();
-    while ta.len() < MIN_RUNS || (ta.len() < MAX_RUNS && started.elapsed() < MEASURE_BUDGET) {
+    while more(ta.len()) {
         ta.push(run(&mut a)?);
         tb.push(run(&mut b)?);
     }

@@ -1,0 +1,34 @@
+//! The command's errors: Kenosis's own, each naming its file, and the command line's.
+
+use std::path::PathBuf;
+
+/// Why a `kenosis` command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading, decoding, quantizing or running a model failed (the message names the file).
+    #[error(transparent)]
+    Kenosis(#[from] kenosis_build::Error),
+    /// An option argument does not parse as `include_quantized!` option syntax.
+    #[error("option `{arg}`: {message}")]
+    Option {
+        /// The argument as given.
+        arg: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// An output file could not be written.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Two models cannot be compared (different inputs, or no float output).
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+/// Shorthand for the command's results.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,149 @@
+//! `kenosis inspect MODEL`: what a model holds, as a person reads it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use kenosis_build::onnx::{self, ElemType, ModelProto, ValueInfoProto};
+
+use crate::error::Result;
+
+/// How many of the largest initializers are listed.
+const LARGEST: usize = 5;
+
+/// Prints the summary of the model at `path`.
+///
+/// # Errors
+/// As [`crate::model::read`].
+pub fn run(path: &Path) -> Result<()> {
+    let (model, size) = crate::model::read(path)?;
+    print!("{}", summary(path, &model, size));
+    Ok(())
+}
+
+/// The summary `kenosis inspect` prints.
+pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
+    let mut out = String::new();
+    let opsets: Vec<String> = (model.opset_import.iter())
+        .map(|o| {
+            let domain = if onnx::is_default_domain(o.domain()) {
+                "ai.onnx"
+            } else {
+                o.domain()
+            };
+            format!("{domain} {}", o.version())
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "{}: {}, IR version {}, opsets {}, producer {} {}",
+        path.display(),
+        megabytes(size),
+        model.ir_version(),
+        opsets.join(", "),
+        model.producer_name(),
+        model.producer_version()
+    );
+    let empty = onnx::GraphProto::default();
+    let graph = model.graph.as_ref().unwrap_or(&empty);
+    let initializers: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    out.push_str("inputs:\n");
+    for vi in graph
+        .input
+        .iter()
+        .filter(|i| !initializers.contains(i.name()))
+    {
+        let _ = writeln!(out, "  {}", value_info(vi));
+    }
+    out.push_str("outputs:\n");
+    for vi in &graph.output {
+        let _ = writeln!(out, "  {}", value_info(vi));
+    }
+    let _ = writeln!(out, "operators ({} nodes):", graph.node.len());
+    for (op, count) in op_counts(model) {
+        let _ = writeln!(out, "  {op} {count}");
+    }
+    let mut by_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut parameters = 0usize;
+    let mut bytes = 0usize;
+    for t in &graph.initializer {
+        parameters += onnx::tensor::element_count(&t.dims).unwrap_or(0);
+        bytes += onnx::tensor::payload_bytes(t);
+        *by_type.entry(type_name(t.elem_type())).or_default() += 1;
+    }
+    let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{t}: {n}")).collect();
+    let _ = writeln!(
+        out,
+        "parameters: {parameters} in {} initializers ({}); {}",
+        graph.initializer.len(),
+        megabytes(bytes),
+        types.join(", ")
+    );
+    let mut largest: Vec<&onnx::TensorProto> = graph.initializer.iter().collect();
+    largest.sort_by_key(|t| std::cmp::Reverse(onnx::tensor::element_count(&t.dims)));
+    out.push_str("largest tensors:\n");
+    for t in largest.into_iter().take(LARGEST) {
+        let _ = writeln!(
+            out,
+            "  {} {} {:?} ({} values)",
+            t.name(),
+            type_name(t.elem_type()),
+            t.dims,
+            onnx::tensor::element_count(&t.dims).unwrap_or(0)
+        );
+    }
+    out
+}
+
+/// Nodes per operator of the main graph (`domain.Op` outside the default domain), most
+/// frequent first, ties by name.
+pub fn op_counts(model: &ModelProto) -> Vec<(String, usize)> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for n in model.graph.iter().flat_map(|g| &g.node) {
+        let name = if onnx::is_default_domain(n.domain()) {
+            n.op_type().to_owned()
+        } else {
+            format!("{}.{}", n.domain(), n.op_type())
+        };
+        *counts.entry(name).or_default() += 1;
+    }
+    let mut counts: Vec<_> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    counts
+}
+
+/// `name TYPE [d0, d1, ...]`, symbolic dims by name (`?` when unnamed).
+pub fn value_info(vi: &ValueInfoProto) -> String {
+    let Some((elem, dims)) = onnx::declared_tensor(vi) else {
+        return format!("{} (not a tensor)", vi.name());
+    };
+    let names = onnx::declared_dim_names(vi);
+    let dims = dims.map_or_else(
+        || "(shape not declared)".to_owned(),
+        |dims| {
+            let dims: Vec<String> = (dims.iter().enumerate())
+                .map(|(k, d)| match d {
+                    Some(v) => v.to_string(),
+                    None => names
+                        .get(k)
+                        .cloned()
+                        .flatten()
+                        .unwrap_or_else(|| "?".into()),
+                })
+                .collect();
+            format!("[{}]", dims.join(", "))
+        },
+    );
+    format!("{} {} {dims}", vi.name(), type_name(elem))
+}
+
+fn type_name(elem: ElemType) -> String {
+    elem.known()
+        .map_or_else(|| elem.to_string(), |t| t.as_str_name().to_owned())
+}
+
+/// `n` bytes in MB (10^6 bytes), two decimals.
+pub fn megabytes(n: usize) -> String {
+    format!("{:.2} MB", n as f64 / 1e6)
+}

@@ -1,0 +1,113 @@
+//! `kenosis quantize MODEL -o OUT [--calibration DIR] [key=value ...]`: one model quantized
+//! as a build quantizes an `include_quantized!` call with the same options.
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::{Calibration, QuantizeOptions};
+use kenosis_options::Options;
+
+use crate::error::{Error, Result};
+
+/// The arguments of `kenosis quantize`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The FP32 ONNX model
+    model: PathBuf,
+    /// Where to write the INT8 model (its JSON report goes beside it, with `.json`)
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// A folder of `.npy` calibration samples, one per file (one subfolder per input for
+    /// several inputs); default: synthetic inputs
+    #[arg(long, value_name = "DIR")]
+    calibration: Option<PathBuf>,
+    /// Options as in `include_quantized!`, e.g. `method="mse"` `per_channel=false`
+    #[arg(value_name = "KEY=VALUE")]
+    options: Vec<String>,
+}
+
+/// Quantizes `args.model` and writes the artifact and its report.
+///
+/// # Errors
+/// [`Error::Option`] for an option that does not parse; [`Error::Kenosis`] when the model
+/// cannot be quantized (the message names the file); [`Error::Write`].
+pub fn run(args: &Args) -> Result<()> {
+    let mut layers = Options::default();
+    for arg in &args.options {
+        layers.merge(&parse_option(arg)?);
+    }
+    let calibration = match (&args.calibration, &layers.calibration) {
+        (Some(dir), _) => Calibration::NpyDir(dir.clone()),
+        (None, Some(dir)) => Calibration::NpyDir(PathBuf::from(dir)),
+        (None, None) => Calibration::Synthetic,
+    };
+    let options = QuantizeOptions::for_host(&layers);
+    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_build::Error::Io {
+        path: args.model.clone(),
+        source,
+    })?;
+    let quantized = kenosis_build::quantize(&args.model, &bytes, &calibration, &options)?;
+    crate::model::write_atomic(&args.output, &quantized.bytes)?;
+    let report = serde_json::to_vec_pretty(&quantized.report)
+        .map_err(|e| Error::Mismatch(format!("the report does not serialize: {e}")))?;
+    let report_path = report_path(&args.output);
+    crate::model::write_atomic(&report_path, &report)?;
+    println!("{}", quantized.report.summary_line());
+    println!(
+        "wrote {} and {}",
+        args.output.display(),
+        report_path.display()
+    );
+    Ok(())
+}
+
+/// The report's path for the artifact `out`: `out` with the extension `json`.
+fn report_path(out: &Path) -> PathBuf {
+    out.with_extension("json")
+}
+
+/// One option argument in `include_quantized!` syntax (`key = value`); a value that does not
+/// parse is retried as a string literal, so that `method=mse` means `method = "mse"`.
+///
+/// # Errors
+/// [`Error::Option`] with the parser's message for the argument as written.
+fn parse_option(arg: &str) -> Result<Options> {
+    let first = match Options::parse_str(arg) {
+        Ok(options) => return Ok(options),
+        Err(e) => e,
+    };
+    if let Some((key, value)) = arg.split_once('=') {
+        let quoted = format!(
+            "{} = \"{}\"",
+            key.trim(),
+            value.trim().replace('\\', "\\\\").replace('"', "\\\"")
+        );
+        if let Ok(options) = Options::parse_str(&quoted) {
+            return Ok(options);
+        }
+    }
+    Err(Error::Option {
+        arg: arg.to_owned(),
+        message: first.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_option;
+
+    #[test]
+    fn options_parse_as_written_or_with_a_bare_string() {
+        let written = parse_option("method = \"mse\"").expect("parses");
+        let bare = parse_option("method=mse").expect("parses");
+        assert_eq!(written, bare);
+        assert_eq!(bare.canonical(), "method = \"mse\"");
+        assert_eq!(
+            parse_option("per_channel=false")
+                .expect("parses")
+                .canonical(),
+            "per_channel = false"
+        );
+        let err = parse_option("no_such_option=1").expect_err("unknown");
+        assert!(err.to_string().contains("no_such_option"), "{err}");
+    }
+}

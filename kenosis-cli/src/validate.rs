@@ -1,0 +1,181 @@
+//! `kenosis validate FP32 INT8 [--data DIR] [--timed N]`: how close an INT8 model stays to
+//! its FP32 original on the user's data, how fast it runs and how large it is, side by side.
+//!
+//! Agreement is measured as the build's fidelity check measures it (see
+//! `kenosis_build::fidelity`): per sample the cosine similarity of every float output both
+//! models have, the sample counting with its worst output, and the argmax of the first such
+//! output. Latency is the median of interleaved single-thread runs of both models on one
+//! sample (see `kenosis_build::speed`), at ONNX Runtime's full graph optimizations, as
+//! programs run them.
+
+use std::path::{Path, PathBuf};
+
+use kenosis_build::calibrate::data::input_specs;
+use kenosis_build::calibrate::session::{borrowed, sample_inputs, session};
+use kenosis_build::calibrate::SampleValue;
+use kenosis_build::onnx::ModelProto;
+use kenosis_build::{Calibration, QuantizeOptions};
+use ort::session::builder::GraphOptimizationLevel;
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::inspect::megabytes;
+
+/// The arguments of `kenosis validate`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The FP32 original
+    fp32: PathBuf,
+    /// The INT8 model to check against it
+    int8: PathBuf,
+    /// A folder of `.npy` samples, laid out as for calibration (one subfolder per input for
+    /// several inputs); default: synthetic inputs, which do not predict agreement on real
+    /// data
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Timed runs of each model for the latency (interleaved, median)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    timed: usize,
+}
+
+/// Agreement over the samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Agreement {
+    /// Samples compared.
+    pub samples: usize,
+    /// Mean over samples of each sample's worst output cosine.
+    pub mean_cosine: f64,
+    /// The worst sample's.
+    pub min_cosine: f64,
+    /// Samples whose first float output has the same argmax in both models.
+    pub top1_agree: usize,
+}
+
+/// Compares the two models and prints the table.
+///
+/// # Errors
+/// [`Error::Kenosis`] when a model cannot be read or run, or the samples do not fit the
+/// FP32 model's inputs; [`Error::Mismatch`] when the models share no float output.
+pub fn run(args: &Args) -> Result<()> {
+    let (fp32, size_fp32) = crate::model::read(&args.fp32)?;
+    let (int8, size_int8) = crate::model::read(&args.int8)?;
+    let normalized = kenosis_build::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
+    let specs = input_specs(normalized.graph());
+    let calibration = match &args.data {
+        Some(dir) => Calibration::NpyDir(dir.clone()),
+        None => Calibration::Synthetic,
+    };
+    let (data, _) = kenosis_build::pipeline::calibration_data(
+        &calibration,
+        normalized.model(),
+        &specs,
+        &QuantizeOptions::default(),
+        &args.fp32,
+    )?;
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let agreement = agreement(&args.fp32, &fp32, &args.int8, &int8, &names, &data.samples)?;
+    let sample = data.samples.last().map(Vec::as_slice).unwrap_or_default();
+    let (fp32_ms, int8_ms) =
+        kenosis_build::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed)?;
+    let source = match &args.data {
+        Some(dir) => format!("the samples in {}", dir.display()),
+        None => {
+            "synthetic samples (they do not predict agreement on real data; give --data)".into()
+        }
+    };
+    println!("{:<10} {:>12} {:>12}", "", "FP32", "INT8");
+    println!(
+        "{:<10} {:>12} {:>12}",
+        "size",
+        megabytes(size_fp32),
+        megabytes(size_int8)
+    );
+    println!(
+        "{:<10} {:>9.3} ms {:>9.3} ms   {:.2}x (median of {} interleaved runs, 1 thread)",
+        "latency",
+        fp32_ms,
+        int8_ms,
+        fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
+        args.timed.max(1)
+    );
+    println!(
+        "agreement on {} {source}: cosine mean {:.4}, worst {:.4}; top-1 agreement {:.1}% ({}/{})",
+        agreement.samples,
+        agreement.mean_cosine,
+        agreement.min_cosine,
+        100.0 * agreement.top1_agree as f64 / agreement.samples.max(1) as f64,
+        agreement.top1_agree,
+        agreement.samples
+    );
+    Ok(())
+}
+
+/// The agreement of `int8` with `fp32` on `samples` (inputs `names`).
+///
+/// # Errors
+/// [`Error::Kenosis`] when ONNX Runtime fails; [`Error::Mismatch`] when the models share no
+/// float output.
+pub fn agreement(
+    fp32_path: &Path,
+    fp32: &ModelProto,
+    int8_path: &Path,
+    int8: &ModelProto,
+    names: &[String],
+    samples: &[Vec<SampleValue>],
+) -> Result<Agreement> {
+    let outputs = |path: &Path, model: &ModelProto| -> Result<Vec<Vec<(String, Vec<f32>)>>> {
+        let mut s = session(path, model.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
+        samples
+            .iter()
+            .map(|sample| {
+                let inputs = sample_inputs(names, sample, path)?;
+                let out = s
+                    .run(borrowed(&inputs))
+                    .map_err(|e| kenosis_build::Error::Runtime {
+                        path: path.to_owned(),
+                        source: e.into(),
+                    })?;
+                Ok(out
+                    .iter()
+                    .filter_map(|(name, v)| {
+                        let (_, values) = v.try_extract_tensor::<f32>().ok()?;
+                        Some((name.to_owned(), values.to_vec()))
+                    })
+                    .collect())
+            })
+            .collect()
+    };
+    let (a, b) = (outputs(fp32_path, fp32)?, outputs(int8_path, int8)?);
+    let mut cosines = Vec::new();
+    let mut top1_agree = 0;
+    for (a, b) in a.iter().zip(&b) {
+        let shared: Vec<(&Vec<f32>, &Vec<f32>)> = (a.iter())
+            .filter_map(|(name, x)| b.iter().find(|(n, _)| n == name).map(|(_, y)| (x, y)))
+            .collect();
+        let Some(&(first_a, first_b)) = shared.first() else {
+            return Err(Error::Mismatch(format!(
+                "{} and {} share no float output to compare",
+                fp32_path.display(),
+                int8_path.display()
+            )));
+        };
+        let worst = (shared.iter())
+            .map(|(x, y)| kenosis_build::fidelity::cosine(x, y))
+            .fold(f64::INFINITY, f64::min);
+        cosines.push(worst);
+        top1_agree += usize::from(argmax(first_a) == argmax(first_b));
+    }
+    let n = cosines.len().max(1) as f64;
+    Ok(Agreement {
+        samples: cosines.len(),
+        mean_cosine: cosines.iter().sum::<f64>() / n,
+        min_cosine: cosines.iter().copied().fold(f64::INFINITY, f64::min),
+        top1_agree,
+    })
+}
+
+fn argmax(v: &[f32]) -> Option<usize> {
+    (v.iter().enumerate())
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+}
