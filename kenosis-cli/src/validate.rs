@@ -123,7 +123,7 @@ pub fn agreement(
     names: &[String],
     samples: &[Vec<SampleValue>],
 ) -> Result<Agreement> {
-    let outputs = |path: &Path, model: &ModelProto| -> Result<Vec<Vec<(String, Vec<f32>)>>> {
+    let outputs = |path: &Path, model: &ModelProto| -> Result<Vec<NamedOutputs>> {
         let mut s = session(path, model.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
         samples
             .iter()
@@ -173,6 +173,9 @@ pub fn agreement(
         top1_agree,
     })
 }
+
+/// One sample's float outputs, by output name.
+type NamedOutputs = Vec<(String, Vec<f32>)>;
 
 fn argmax(v: &[f32]) -> Option<usize> {
     (v.iter().enumerate())
