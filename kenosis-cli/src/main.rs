@@ -5,13 +5,15 @@
 //! - `kenosis validate FP32 INT8 [--data DIR] [--timed N]`: agreement, latency and size of an
 //!   INT8 model against its FP32 original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
-//! - `kenosis diff A B`: what differs between two models.
+//! - `kenosis diff A B`: what differs between two models;
+//! - `kenosis report`: what the last `cargo build` of the current package quantized.
 
 mod diff;
 mod error;
 mod inspect;
 mod model;
 mod quantize;
+mod report;
 mod validate;
 
 use std::path::PathBuf;
@@ -52,6 +54,10 @@ enum Command {
         /// The second model (e.g. its INT8 artifact)
         b: PathBuf,
     },
+    /// Show what the last `cargo build` of the current package quantized: each model's ops
+    /// in INT8 and in FP32 with the reason, fidelity, sizes, and where the artifact and its
+    /// JSON report are
+    Report(report::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Inspect { model } => inspect::run(&model),
         Command::Diff { a, b } => diff::run(&a, &b),
+        Command::Report(args) => report::run(&args),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,161 @@
+//! `kenosis report [--manifest-path Cargo.toml]`: what the last `cargo build` of a package
+//! quantized, read from the manifest its build script wrote (`kenosis-manifest.json` in the
+//! newest `OUT_DIR` of the package, under any profile or target) and the report of each model.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use kenosis_build::Report;
+use kenosis_manifest::Manifest;
+
+use crate::error::{Error, Result};
+use crate::inspect::megabytes;
+
+/// The arguments of `kenosis report`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The package's Cargo.toml (default: the one cargo finds from the current folder)
+    #[arg(long, value_name = "PATH")]
+    manifest_path: Option<PathBuf>,
+}
+
+/// Prints what the package's last build quantized.
+///
+/// # Errors
+/// [`Error::Mismatch`] when cargo cannot describe the package or no build of it wrote a
+/// manifest; [`Error::Kenosis`] when a report cannot be read.
+pub fn run(args: &Args) -> Result<()> {
+    let mut command = cargo_metadata::MetadataCommand::new();
+    command.no_deps();
+    if let Some(path) = &args.manifest_path {
+        command.manifest_path(path);
+    }
+    let metadata = command
+        .exec()
+        .map_err(|e| Error::Mismatch(format!("cargo metadata: {e}")))?;
+    // The member whose folder holds the given manifest, or the current folder.
+    let here = match &args.manifest_path {
+        Some(path) => path.parent().map(Path::to_owned).unwrap_or_default(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::Mismatch(format!("the current folder: {e}")))?,
+    };
+    let here = here.canonicalize().unwrap_or(here);
+    let package = (metadata.workspace_packages().into_iter())
+        .filter(|p| {
+            p.manifest_path
+                .parent()
+                .is_some_and(|dir| here.starts_with(dir.as_std_path()))
+        })
+        .max_by_key(|p| p.manifest_path.as_str().len())
+        .ok_or_else(|| {
+            Error::Mismatch(format!(
+                "no package of the workspace holds {}: give --manifest-path",
+                here.display()
+            ))
+        })?;
+    let target = metadata.target_directory.as_std_path();
+    let manifest = newest_manifest(target, &package.name).ok_or_else(|| {
+        Error::Mismatch(format!(
+            "no build of `{}` under {} wrote a Kenosis manifest: run `cargo build` first",
+            package.name,
+            target.display()
+        ))
+    })?;
+    let models = Manifest::read(&manifest)
+        .map_err(|e| Error::Mismatch(format!("{}: {e}", manifest.display())))?;
+    println!(
+        "{} (package `{}`): {} model(s)",
+        manifest.display(),
+        package.name,
+        models.models.len()
+    );
+    for entry in &models.models {
+        let bytes =
+            std::fs::read(&entry.report_path).map_err(|source| kenosis_build::Error::Io {
+                path: entry.report_path.clone(),
+                source,
+            })?;
+        let report: Report = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Mismatch(format!("{}: {e}", entry.report_path.display())))?;
+        print!("{}", describe(entry, &report));
+    }
+    Ok(())
+}
+
+/// The newest `kenosis-manifest.json` in `<target>/**/build/<package>-*/out/`.
+fn newest_manifest(target: &Path, package: &str) -> Option<PathBuf> {
+    let prefix = format!("{package}-");
+    let mut build_dirs = Vec::new();
+    let mut stack = vec![(target.to_owned(), 0)];
+    // `<target>/<profile>/build` or `<target>/<triple>/<profile>/build`.
+    while let Some((dir, depth)) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name() == "build" {
+                build_dirs.push(path);
+            } else if depth < 2 {
+                stack.push((path, depth + 1));
+            }
+        }
+    }
+    build_dirs
+        .iter()
+        .filter_map(|b| std::fs::read_dir(b).ok())
+        .flat_map(|d| d.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path().join("out").join("kenosis-manifest.json"))
+        .filter_map(|m| Some((m.metadata().ok()?.modified().ok()?, m)))
+        .max()
+        .map(|(_, m)| m)
+}
+
+/// One model's section.
+fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
+    let mut out = String::new();
+    let options = if entry.options.is_empty() {
+        "default options"
+    } else {
+        &entry.options
+    };
+    let _ = writeln!(out, "\n{} ({options})", entry.source);
+    let _ = writeln!(out, "  {}", report.summary_line());
+    let _ = writeln!(
+        out,
+        "  size: {} FP32 -> {} INT8",
+        megabytes(report.size_fp32),
+        megabytes(report.size_int8)
+    );
+    let ops: Vec<String> = report
+        .ops_quantized
+        .iter()
+        .map(|(op, n)| format!("{n} {op}"))
+        .collect();
+    let _ = writeln!(out, "  INT8: {}", ops.join(", "));
+    let mut reasons: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for node in &report.nodes_fp32 {
+        reasons.entry(&node.reason).or_default().push(&node.name);
+    }
+    let _ = writeln!(out, "  FP32: {} node(s)", report.nodes_fp32.len());
+    for (reason, names) in reasons {
+        let shown: Vec<&str> = names.iter().take(5).copied().collect();
+        let more = names.len().saturating_sub(5);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "    {} ({}{tail}): {reason}",
+            names.len(),
+            shown.join(", ")
+        );
+    }
+    let _ = writeln!(out, "  artifact: {}", entry.artifact_path.display());
+    let _ = writeln!(out, "  report:   {}", entry.report_path.display());
+    out
+}
