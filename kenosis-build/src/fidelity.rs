@@ -76,9 +76,10 @@ pub struct Measured {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct FidelityReport {
-    /// Samples compared: the last fifth (at least one) of the calibration samples, in
-    /// file-name order for `.npy` folders, held out of range calibration when a target is
-    /// set.
+    /// Samples compared: a fifth (at least one) of the calibration samples. When a fidelity
+    /// target is set or the activation mode is chosen by measurement, they are spread evenly
+    /// over the samples' order (file-name order for `.npy` folders) and held out of range
+    /// calibration; otherwise they are the last fifth, also used in calibration.
     pub samples: usize,
     /// What ran the INT8 model: the build machine's integer kernels, or the QDQ reference
     /// where they differ from the target's (see `crate::kernels`).

@@ -189,9 +189,11 @@ impl Config {
         self
     }
 
-    /// Calibration samples as `.npy` files (f32 or i64, C or Fortran order, one sample per
-    /// file, batch dimension optional); a multi-input model uses one subfolder per input name,
-    /// paired by sorted file name. Applies to the model registered just before, or, called before any
+    /// Calibration samples as `.npy` files, one sample per file, in each input's element
+    /// type (float32, int64, int32, int16, int8, uint8 or bool; little-endian, C or Fortran
+    /// order, batch dimension optional); a multi-input model uses one subfolder per input
+    /// name, paired by sorted file name. Only the `.npy` files directly in those folders are
+    /// read, and nothing outside the folder (see `docs/cache-trust.md`). Applies to the model registered just before, or, called before any
     /// [`Config::model`], to every model without its own folder. Relative paths are resolved
     /// against `CARGO_MANIFEST_DIR`. Without it, deterministic synthetic inputs are used.
     ///

@@ -657,7 +657,7 @@ impl Calibrated<'_> {
             fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
             speed,
             activations: Some(activations),
-            options: format!("{options:?}"),
+            options: options.canonical(),
             size_fp32,
             size_int8: bytes.len(),
             seconds: started.elapsed().as_secs_f64(),

@@ -64,7 +64,9 @@ pub struct Report {
     /// before the choice existed).
     #[serde(default)]
     pub activations: Option<ActivationsChoice>,
-    /// Options the artifact was built with, as text.
+    /// Options the artifact was built with: `QuantizeOptions::canonical`, the text the cache
+    /// key hashes (one `key = value` line per option, then the resolved evaluation and target
+    /// lines).
     pub options: String,
     /// FP32 model size in bytes.
     pub size_fp32: usize,

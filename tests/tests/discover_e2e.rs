@@ -175,10 +175,10 @@ fn discovery_finds_adds_and_drops_calls_across_targets() {
         |e: &kenosis_manifest::ModelEntry| std::fs::read_to_string(&e.report_path).unwrap();
     assert!(conv
         .iter()
-        .any(|e| e.options.is_empty() && report(e).contains("per_channel: true")));
+        .any(|e| e.options.is_empty() && report(e).contains("per_channel = true")));
     assert!(conv
         .iter()
-        .any(|e| !e.options.is_empty() && report(e).contains("per_channel: false")));
+        .any(|e| !e.options.is_empty() && report(e).contains("per_channel = false")));
 
     // The bin runs the typed two-input model and the lib's models.
     let run = cargo(&krate, &["run", "-q", "--bin", "tool"], cache.path());
