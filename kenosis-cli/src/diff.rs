@@ -8,7 +8,7 @@ use std::path::Path;
 use kenosis_build::onnx::{self, ModelProto};
 
 use crate::error::Result;
-use crate::inspect::{megabytes, op_counts, value_info};
+use crate::inspect::{first_names, megabytes, op_counts, value_info};
 
 /// How many names a list of nodes or tensors present on one side only shows.
 const NAMES_SHOWN: usize = 10;
@@ -139,18 +139,11 @@ fn one_sided(out: &mut String, what: &str, a: &BTreeSet<String>, b: &BTreeSet<St
         if only.is_empty() {
             continue;
         }
-        let shown: Vec<&str> = only.iter().take(NAMES_SHOWN).map(|s| s.as_str()).collect();
-        let more = only.len().saturating_sub(NAMES_SHOWN);
-        let tail = if more > 0 {
-            format!(", and {more} more")
-        } else {
-            String::new()
-        };
         let _ = writeln!(
             out,
-            "{what} only in {side}: {} ({}{tail})",
+            "{what} only in {side}: {} ({})",
             only.len(),
-            shown.join(", ")
+            first_names(&only, NAMES_SHOWN)
         );
     }
 }

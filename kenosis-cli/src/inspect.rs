@@ -147,3 +147,12 @@ fn type_name(elem: ElemType) -> String {
 pub fn megabytes(n: usize) -> String {
     format!("{:.2} MB", n as f64 / 1e6)
 }
+
+/// The first `shown` of `names`, comma-separated, then how many more there are.
+pub fn first_names(names: &[impl AsRef<str>], shown: usize) -> String {
+    let first: Vec<&str> = names.iter().take(shown).map(AsRef::as_ref).collect();
+    match names.len().saturating_sub(shown) {
+        0 => first.join(", "),
+        more => format!("{}, and {more} more", first.join(", ")),
+    }
+}

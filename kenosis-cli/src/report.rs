@@ -10,7 +10,10 @@ use kenosis_build::Report;
 use kenosis_manifest::Manifest;
 
 use crate::error::{Error, Result};
-use crate::inspect::megabytes;
+use crate::inspect::{first_names, megabytes};
+
+/// How many node names a group of FP32 nodes shows.
+const NAMES_SHOWN: usize = 5;
 
 /// The arguments of `kenosis report`.
 #[derive(clap::Args)]
@@ -141,18 +144,11 @@ fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
     }
     let _ = writeln!(out, "  FP32: {} node(s)", report.nodes_fp32.len());
     for (reason, names) in reasons {
-        let shown: Vec<&str> = names.iter().take(5).copied().collect();
-        let more = names.len().saturating_sub(5);
-        let tail = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
         let _ = writeln!(
             out,
-            "    {} ({}{tail}): {reason}",
+            "    {} ({}): {reason}",
             names.len(),
-            shown.join(", ")
+            first_names(&names, NAMES_SHOWN)
         );
     }
     let _ = writeln!(out, "  artifact: {}", entry.artifact_path.display());
