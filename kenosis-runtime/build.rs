@@ -11,8 +11,14 @@
 //!    compiling this is usually the host's library, which is what the check below catches.
 //! 3. Neither: `ort-sys` downloads ONNX Runtime for `TARGET` (needs internet) and links it
 //!    statically, and there is nothing to check.
+//!
+//! With `bundled-ort` the library is compressed here ([`FRAMES`] zstd frames at [`LEVEL`], with
+//! checksums) into `OUT_DIR`, unless `bundled-ort-uncompressed` asks for it as it is, and a `cargo:warning`
+//! states the size the binary stores.
 
 use std::env;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// ONNX Runtime file names `ORT_LIB_PATH` may hold, most specific first.
@@ -21,6 +27,15 @@ const LIB_NAMES: [&str; 3] = [
     "libonnxruntime.so",
     "libonnxruntime.dylib",
 ];
+
+/// zstd's compression level for the bundled library: 19, the highest before the `--ultra`
+/// levels, whose larger windows would cost the device more memory while decompressing.
+const LEVEL: i32 = 19;
+
+/// How many zstd frames the bundled library is cut into: as many threads decompress it on a
+/// device (a 4-core board), for 1.4 % more bytes than one frame (measured on the x86-64
+/// library, docs/bundled-runtime.md).
+const FRAMES: usize = 4;
 
 fn main() {
     println!("cargo::rerun-if-env-changed=ORT_LIB_PATH");
@@ -50,7 +65,19 @@ fn main() {
     match library(&target, bundled) {
         Ok(Some(path)) if bundled => {
             println!("cargo::rerun-if-changed={}", path.display());
-            println!("cargo::rustc-env=KENOSIS_BUNDLED_ORT={}", path.display());
+            let uncompressed = env::var_os("CARGO_FEATURE_BUNDLED_ORT_UNCOMPRESSED").is_some();
+            let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
+            match store(&path, uncompressed, &out) {
+                Ok((stored, note)) => {
+                    println!("cargo::rustc-env=KENOSIS_BUNDLED_ORT={}", stored.display());
+                    println!("cargo::warning={note}");
+                }
+                Err(message) => {
+                    eprintln!("{message}");
+                    println!("cargo::warning={message}");
+                    std::process::exit(1);
+                }
+            }
         }
         Ok(_) => {}
         Err(message) => {
@@ -64,6 +91,79 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// The file the binary embeds for `library` (the library itself, or its zstd compression in
+/// `out`), and the one line that states what the binary stores.
+fn store(library: &Path, uncompressed: bool, out: &Path) -> Result<(PathBuf, String), String> {
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let size = |path: &Path| {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| format!("kenosis-runtime: reading {}: {e}", path.display()))
+    };
+    let raw = size(library)?;
+    if uncompressed {
+        let note = format!(
+            "kenosis-runtime: bundled-ort stores ONNX Runtime uncompressed: {:.1} MiB              (bundled-ort-uncompressed)",
+            mib(raw)
+        );
+        return Ok((library.to_path_buf(), note));
+    }
+    let compressed = out.join("libonnxruntime.so.zst");
+    compress(library, &compressed).map_err(|e| {
+        format!(
+            "kenosis-runtime: compressing {} into {}: {e}",
+            library.display(),
+            compressed.display()
+        )
+    })?;
+    let stored = size(&compressed)?;
+    let note = format!(
+        "kenosis-runtime: bundled-ort stores ONNX Runtime in {:.1} MiB (zstd level {LEVEL}, \
+         {FRAMES} frames; {:.1} MiB once decompressed into memory on first use)",
+        mib(stored),
+        mib(raw)
+    );
+    Ok((compressed, note))
+}
+
+/// `library` as [`FRAMES`] zstd frames of equal parts, one after the other, each at [`LEVEL`]
+/// with its content size and a checksum (compressed in parallel), written to `dest` through
+/// a temporary file renamed into place. The device decompresses the frames in parallel.
+fn compress(library: &Path, dest: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(library)?;
+    let part = bytes.len().div_ceil(FRAMES).max(1);
+    let frames: Vec<std::io::Result<Vec<u8>>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = bytes
+            .chunks(part)
+            .map(|chunk| scope.spawn(move || frame(chunk)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("panicked")))
+            })
+            .collect()
+    });
+    let partial = dest.with_extension("zst.partial");
+    let mut file = BufWriter::new(File::create(&partial)?);
+    for frame in frames {
+        file.write_all(&frame?)?;
+    }
+    file.flush()?;
+    drop(file);
+    std::fs::rename(&partial, dest)
+}
+
+/// `chunk` as one zstd frame at [`LEVEL`], with its content size and a checksum.
+fn frame(chunk: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), LEVEL)?;
+    encoder.include_checksum(true)?;
+    encoder.set_pledged_src_size(Some(chunk.len() as u64))?;
+    encoder.write_all(chunk)?;
+    encoder.finish()
 }
 
 /// The target's ONNX Runtime library, checked against the target; `None` when `ort-sys`

@@ -53,6 +53,11 @@ mod io;
 ))]
 mod memfd;
 mod model;
+#[cfg(all(
+    any(feature = "bundled-ort", test),
+    any(target_os = "linux", target_os = "android")
+))]
+mod stored;
 mod typed;
 
 pub use kenosis_macros::include_quantized;
