@@ -38,11 +38,11 @@ const LEVEL: i32 = 19;
 const FRAMES: usize = 4;
 
 fn main() {
-    println!("cargo::rerun-if-env-changed=ORT_LIB_PATH");
-    println!("cargo::rerun-if-env-changed=DEP_ONNXRUNTIME_DYLIB");
+    directive("rerun-if-env-changed", "ORT_LIB_PATH");
+    directive("rerun-if-env-changed", "DEP_ONNXRUNTIME_DYLIB");
     let target = env::var("TARGET").unwrap_or_default();
     let bundled = env::var_os("CARGO_FEATURE_BUNDLED_ORT").is_some();
-    println!("cargo::rerun-if-env-changed=DOCS_RS");
+    directive("rerun-if-env-changed", "DOCS_RS");
     if env::var_os("DOCS_RS").is_some() {
         // docs.rs builds documentation without ONNX Runtime (`ort-sys` skips linking too):
         // nothing to check, and an empty stand-in for the library `bundled-ort` embeds.
@@ -55,26 +55,29 @@ fn main() {
                 eprintln!("kenosis-runtime: writing {}: {e}", stand_in.display());
                 std::process::exit(1);
             }
-            println!(
-                "cargo::rustc-env=KENOSIS_BUNDLED_ORT={}",
-                stand_in.display()
+            directive(
+                "rustc-env",
+                &format!("KENOSIS_BUNDLED_ORT={}", stand_in.display()),
             );
         }
         return;
     }
     match library(&target, bundled) {
         Ok(Some(path)) if bundled => {
-            println!("cargo::rerun-if-changed={}", path.display());
+            directive("rerun-if-changed", &path.display().to_string());
             let uncompressed = env::var_os("CARGO_FEATURE_BUNDLED_ORT_UNCOMPRESSED").is_some();
             let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
             match store(&path, uncompressed, &out) {
                 Ok((stored, note)) => {
-                    println!("cargo::rustc-env=KENOSIS_BUNDLED_ORT={}", stored.display());
-                    println!("cargo::warning={note}");
+                    directive(
+                        "rustc-env",
+                        &format!("KENOSIS_BUNDLED_ORT={}", stored.display()),
+                    );
+                    warning(&note);
                 }
                 Err(message) => {
                     eprintln!("{message}");
-                    println!("cargo::warning={message}");
+                    warning(&message);
                     std::process::exit(1);
                 }
             }
@@ -84,13 +87,29 @@ fn main() {
             // `cargo::error` would keep going to the link step and bury this under the
             // linker's own message; a failed build script stops the build here.
             eprintln!("{message}");
-            println!(
-                "cargo::warning={}",
-                message.lines().next().unwrap_or_default()
-            );
+            warning(message.lines().next().unwrap_or_default());
             std::process::exit(1);
         }
     }
+}
+
+/// Prints `cargo::{key}={value}`, the one place this script writes to cargo. A value holding
+/// a line break (a library path from `ORT_LIB_PATH` or a `dylib` key, say) would end the line
+/// and start one of its own choosing, so it stops the build instead.
+fn directive(key: &str, value: &str) {
+    if value.contains(['\n', '\r']) {
+        eprintln!(
+            "kenosis-runtime: {value:?} holds a line break, which cannot be passed to cargo \
+             (`cargo::{key}`); rename the file or folder"
+        );
+        std::process::exit(1);
+    }
+    println!("cargo::{key}={value}");
+}
+
+/// One `cargo::warning` line, line breaks turned into spaces.
+fn warning(message: &str) {
+    directive("warning", &message.replace(['\n', '\r'], " "));
 }
 
 /// The file the binary embeds for `library` (the library itself, or its zstd compression in
