@@ -349,32 +349,7 @@ fn options_out_of_bounds_are_refused_by_every_entry_point() {
 /// the file's bytes.
 fn tiny_with_external_data(data_file: &str) -> (ModelProto, Vec<u8>) {
     let mut m = tiny();
-    let mut data = Vec::new();
-    for t in &mut m.graph.as_mut().expect("graph").initializer {
-        let bytes: Vec<u8> = match t.elem_type().known() {
-            Some(onnx::DataType::Float) => onnx::tensor::to_f32(t)
-                .expect("float initializer")
-                .iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect(),
-            _ => continue,
-        };
-        t.float_data.clear();
-        t.raw_data = None;
-        t.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
-        t.external_data = [
-            ("location", data_file.to_owned()),
-            ("offset", data.len().to_string()),
-            ("length", bytes.len().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| onnx::StringStringEntryProto {
-            key: Some(k.into()),
-            value: Some(v),
-        })
-        .collect();
-        data.extend(bytes);
-    }
+    let data = support::externalize(&mut m, data_file, false);
     (m, data)
 }
 
@@ -888,33 +863,10 @@ fn a_model_path_that_is_not_utf8() {
 #[test]
 fn declared_weight_dims_far_beyond_the_payload_before_a_per_channel_mul() {
     let s = Sandbox::new();
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
     // The first Conv loses its bias (so the fold would size a new one from the declared
     // channels) and declares 2^40 output channels over its 108 weights; a Mul by a scalar
     // (a per-channel shape under broadcasting) follows it.
-    g.node[0].input.truncate(2);
-    let weight = g.node[0].input[1].clone();
-    let w = g
-        .initializer
-        .iter_mut()
-        .find(|t| t.name() == weight)
-        .expect("weight");
-    w.dims = vec![1 << 40, 3, 3, 3];
-    let conv_out = g.node[0].output[0].clone();
-    g.node[0].output[0] = "conv_raw".into();
-    g.node.insert(
-        1,
-        onnx::make_node(
-            "Mul",
-            "mul".into(),
-            vec!["conv_raw".into(), "two".into()],
-            vec![conv_out],
-            vec![],
-        ),
-    );
-    g.initializer
-        .push(onnx::tensor::from_f32("two", &[1, 1, 1, 1], &[2.0]));
+    let m = support::tiny_with_weight_dims_beyond_payload_before_mul();
     let p = s.write("huge.onnx", &m.encode_to_vec());
     // Before the fix this allocated a 2^40-float bias (an abort), not an error.
     let err = s.fail(s.config().model("huge.onnx"));
@@ -1138,16 +1090,8 @@ fn scales_of(model: &[u8]) -> Vec<(String, Vec<f32>)> {
 #[test]
 fn a_clip_whose_max_is_below_its_min_is_not_absorbed_and_no_scale_is_zero() {
     let s = Sandbox::new();
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
     // Relu → Clip(0, -6): every output is -6; nothing about it is a range to quantize to.
-    let relu = &mut g.node[1];
-    relu.op_type = Some("Clip".into());
-    relu.input.extend(["clip_min".into(), "clip_max".into()]);
-    g.initializer
-        .push(onnx::tensor::from_f32("clip_min", &[], &[0.0]));
-    g.initializer
-        .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
+    let m = support::tiny_with_clip_max_below_min();
     let p = s.write("clip.onnx", &m.encode_to_vec());
     let bytes = std::fs::read(&p).expect("model");
     let check = |what: &str, artifact: &[u8]| {

@@ -15,7 +15,7 @@ use kenosis_build::Config;
 use prost::Message;
 
 mod support;
-use support::{npy_with as npy, tiny, TINY};
+use support::{externalize, npy_with as npy, tiny, TINY};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile")
@@ -159,37 +159,6 @@ fn initializer<'a>(m: &'a mut ModelProto, name: &str) -> &'a mut onnx::TensorPro
         .expect("initializer")
 }
 
-/// Moves every float initializer into `data` (from `offset 0` each when `shared`).
-fn externalize(m: &mut ModelProto, location: &str, shared: bool) -> Vec<u8> {
-    let mut data = Vec::new();
-    for t in &mut m.graph.as_mut().expect("graph").initializer {
-        let bytes = f32_bytes(onnx::tensor::to_f32(t).expect("float"));
-        let offset = if shared { 0 } else { data.len() };
-        t.raw_data = None;
-        t.float_data.clear();
-        t.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
-        t.external_data = [
-            ("location", location.to_owned()),
-            ("offset", offset.to_string()),
-            ("length", bytes.len().to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| onnx::StringStringEntryProto {
-            key: Some(k.into()),
-            value: Some(v),
-        })
-        .collect();
-        if shared {
-            if bytes.len() > data.len() {
-                data = bytes;
-            }
-        } else {
-            data.extend(bytes);
-        }
-    }
-    data
-}
-
 /// Writes every case's crafted files (not `expected.txt`).
 #[test]
 #[ignore = "regenerates tests/hostile; run with --ignored after changing a case"]
@@ -267,25 +236,7 @@ fn write_hostile_corpus() {
 
     // A Conv weight declaring 2^40 output channels over 108 values, no bias, then a Mul by
     // a scalar that the affine fold would absorb.
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
-    g.node[0].input.truncate(2);
-    let weight = g.node[0].input[1].clone();
-    let conv_out = g.node[0].output[0].clone();
-    g.node[0].output[0] = "conv_raw".into();
-    g.node.insert(
-        1,
-        onnx::make_node(
-            "Mul",
-            "mul".into(),
-            vec!["conv_raw".into(), "two".into()],
-            vec![conv_out],
-            vec![],
-        ),
-    );
-    g.initializer
-        .push(onnx::tensor::from_f32("two", &[1, 1, 1, 1], &[2.0]));
-    initializer(&mut m, &weight).dims = vec![1 << 40, 3, 3, 3];
+    let m = support::tiny_with_weight_dims_beyond_payload_before_mul();
     write(
         "weight_dims_beyond_payload_before_mul",
         "model.onnx",
@@ -335,16 +286,7 @@ fn write_hostile_corpus() {
     write("external_tensors_share_bytes", "weights.bin", &data);
 
     // A Clip with max < min after the first Conv (handled: stays FP32, no zero scale).
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
-    g.node[1].op_type = Some("Clip".into());
-    g.node[1]
-        .input
-        .extend(["clip_min".into(), "clip_max".into()]);
-    g.initializer
-        .push(onnx::tensor::from_f32("clip_min", &[], &[0.0]));
-    g.initializer
-        .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
+    let m = support::tiny_with_clip_max_below_min();
     write("clip_max_below_min", "model.onnx", &m.encode_to_vec());
 
     // An external-data file name that would print a cargo directive of its own in the

@@ -2,7 +2,7 @@
 //! includes this module and uses part of it).
 #![allow(dead_code)]
 
-use kenosis_build::onnx::ModelProto;
+use kenosis_build::onnx::{self, ModelProto};
 use prost::Message;
 
 /// The tiny FP32 Conv fixture (`tests/fixtures/tiny/make_tiny.py`).
@@ -53,4 +53,83 @@ pub fn npy_with(payload: &[u8], descr: &str, shape: &str, fortran: bool, version
     out.extend(h);
     out.extend(payload);
     out
+}
+
+/// Moves every float initializer of `m` into external data at `location` and returns the
+/// data file's bytes: one after another, or, when `shared`, every tensor reading from offset
+/// 0 of a file holding the largest one.
+pub fn externalize(m: &mut ModelProto, location: &str, shared: bool) -> Vec<u8> {
+    let mut data = Vec::new();
+    for t in &mut m.graph.as_mut().expect("graph").initializer {
+        if t.elem_type() != onnx::DataType::Float {
+            continue;
+        }
+        let bytes: Vec<u8> = (onnx::tensor::to_f32(t).expect("float initializer").iter())
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let offset = if shared { 0 } else { data.len() };
+        t.raw_data = None;
+        t.float_data.clear();
+        t.data_location = Some(onnx::tensor_proto::DataLocation::External as i32);
+        t.external_data = [
+            ("location", location.to_owned()),
+            ("offset", offset.to_string()),
+            ("length", bytes.len().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| onnx::StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v),
+        })
+        .collect();
+        if !shared {
+            data.extend(bytes);
+        } else if bytes.len() > data.len() {
+            data = bytes;
+        }
+    }
+    data
+}
+
+/// [`TINY`] with the first Conv's weight declaring 2^40 output channels over its 108 values
+/// and no bias, followed by a Mul by a scalar that the affine fold would absorb: a payload
+/// that does not back its dims.
+pub fn tiny_with_weight_dims_beyond_payload_before_mul() -> ModelProto {
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    g.node[0].input.truncate(2);
+    let weight = g.node[0].input[1].clone();
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "Mul",
+            "mul".into(),
+            vec!["conv_raw".into(), "two".into()],
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    g.initializer
+        .push(onnx::tensor::from_f32("two", &[1, 1, 1, 1], &[2.0]));
+    let w = (g.initializer.iter_mut())
+        .find(|t| t.name() == weight)
+        .expect("weight");
+    w.dims = vec![1 << 40, 3, 3, 3];
+    m
+}
+
+/// [`TINY`] with its Relu replaced by `Clip(0, -6)`: max below min, every output -6.
+pub fn tiny_with_clip_max_below_min() -> ModelProto {
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let relu = &mut g.node[1];
+    relu.op_type = Some("Clip".into());
+    relu.input.extend(["clip_min".into(), "clip_max".into()]);
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_min", &[], &[0.0]));
+    g.initializer
+        .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
+    m
 }
