@@ -214,7 +214,7 @@ impl<'p> Planned<'p> {
         };
         let plan = plan::plan(graph, &types, &plan_options);
         let specs = input_specs(graph);
-        let compares_activations = options.activations == crate::Activations::Auto
+        let compares_activations = options.activations == kenosis_options::Activations::Auto
             && compares_activation_modes(graph, &types);
         Ok(Self {
             path,
@@ -450,14 +450,14 @@ impl Calibrated<'_> {
             reason: why.into(),
         };
         match options.activations {
-            crate::Activations::Static => {
+            kenosis_options::Activations::Static => {
                 return Ok((build(builder)?, fixed(ActivationMode::Static, "requested")));
             }
-            crate::Activations::Dynamic => {
+            kenosis_options::Activations::Dynamic => {
                 builder.set_activations(ActivationMode::Dynamic);
                 return Ok((build(builder)?, fixed(ActivationMode::Dynamic, "requested")));
             }
-            crate::Activations::Auto => {}
+            kenosis_options::Activations::Auto => {}
         }
         let compared = fidelity::compared(planned.normalized.graph(), &planned.types);
         if !planned.compares_activations
