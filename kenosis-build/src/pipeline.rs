@@ -436,6 +436,17 @@ impl Calibrated<'_> {
             dynamic_cosine: None,
             reason: why.into(),
         };
+        if let crate::Weights::Int4 { block_size } = options.weights {
+            // Weight-only: activations stay float; embedding tables int8.
+            builder.set_int4(Some(block_size as usize));
+            let choice = ActivationsChoice {
+                mode: "float (int4 weights)".into(),
+                static_cosine: None,
+                dynamic_cosine: None,
+                reason: "weights = \"int4\": MatMulNBits, weight-only".into(),
+            };
+            return Ok((build(builder)?, choice));
+        }
         match options.activations {
             crate::Activations::Static => {
                 return Ok((build(builder)?, fixed(ActivationMode::Static, "requested")));
@@ -618,6 +629,13 @@ impl Calibrated<'_> {
         let dynamic: HashSet<&str> = (rewrite_summary.dynamic_nodes.iter()).map(String::as_str).collect();
         for node in normalized.graph().node.iter().filter(|n| dynamic.contains(n.name())) {
             *ops_quantized.entry(format!("{} (dynamic)", node.op_type())).or_default() += 1;
+        }
+        if rewrite_summary.int4_matmuls > 0 {
+            let dynamic = ops_quantized.remove("MatMul (dynamic)").unwrap_or(0);
+            ops_quantized.insert("MatMul (int4)".into(), rewrite_summary.int4_matmuls);
+            if dynamic > rewrite_summary.int4_matmuls {
+                ops_quantized.insert("MatMul (dynamic)".into(), dynamic - rewrite_summary.int4_matmuls);
+            }
         }
         if rewrite_summary.dynamic.tables > 0 {
             ops_quantized.insert("embedding table (int8)".into(), rewrite_summary.dynamic.tables);

@@ -78,6 +78,8 @@ pub struct Builder<'m> {
     weight_cache: Option<WeightCache>,
     /// How MatMul and Gemm activations are quantized.
     activations: ActivationMode,
+    /// Block size of 4-bit MatMul weights (`weights = "int4"`), `None` for int8.
+    int4_block: Option<usize>,
 }
 
 /// Why a node reading or writing a tensor without a calibrated range stays FP32.
@@ -110,7 +112,15 @@ impl<'m> Builder<'m> {
             target_cpu,
             weight_cache: cache_weights.then(WeightCache::default),
             activations: ActivationMode::Static,
+            int4_block: None,
         }
+    }
+
+    /// Makes the following builds store MatMul weights as 4-bit blocks of `block_size` rows
+    /// (see [`crate::quantize::int4`]), embedding tables as int8 and everything else as
+    /// [`ActivationMode::Dynamic`] would; `None` returns to int8 weights.
+    pub fn set_int4(&mut self, block_size: Option<usize>) {
+        self.int4_block = block_size;
     }
 
     /// Makes the following builds quantize MatMul and Gemm activations as `mode` says.
@@ -150,7 +160,7 @@ impl<'m> Builder<'m> {
         };
         // Dynamic nodes are kept out of the static placement, then rewritten after it (its
         // rewrite only appends nodes, so their indices hold).
-        let dynamic_plan = (self.activations == ActivationMode::Dynamic).then(|| {
+        let dynamic_plan = (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
             let costs = self.target_cpu.map(KernelCosts::of);
             dynamic::plan(graph, self.types, &kept.ops, costs.as_ref())
         });
@@ -213,9 +223,24 @@ impl<'m> Builder<'m> {
             summary.dynamic_nodes = (d.matmuls.iter())
                 .map(|m| graph.node[m.node].name().to_owned())
                 .collect();
-            summary.dynamic = dynamic::rewrite(graph, d, self.weights.reduce_range)?;
+            summary.dynamic = match self.int4_block {
+                None => dynamic::rewrite(graph, d, self.weights.reduce_range)?,
+                Some(block) => {
+                    let (nbits, dynamic) = crate::quantize::int4::rewrite(graph, d, block, self.weights.reduce_range)?;
+                    summary.int4_matmuls = nbits;
+                    dynamic
+                }
+            };
         }
         crate::graph::sort_topologically(graph)?;
+        if summary.int4_matmuls > 0
+            && !(model.opset_import.iter()).any(|o| o.domain() == crate::quantize::int4::DOMAIN)
+        {
+            model.opset_import.push(crate::onnx::OperatorSetIdProto {
+                domain: Some(crate::quantize::int4::DOMAIN.into()),
+                version: Some(1),
+            });
+        }
         model.producer_name = Some("kenosis".into());
         model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
         Ok(Built {
