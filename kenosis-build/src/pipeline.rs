@@ -598,9 +598,12 @@ impl Calibrated<'_> {
                 ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
             .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
+        // MatMuls with dynamic activations (or 4-bit weights) return to FP32 the same way:
+        // a kept name is left out of the dynamic plan.
+        let dynamic = (built.rewrite.dynamic_nodes.iter()).map(|n| fidelity::Candidate::Op(n.clone()));
         let activations = (built.plan.observed_tensors())
             .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
-        ops.chain(activations).collect()
+        ops.chain(dynamic).chain(activations).collect()
     }
 
     /// Encodes `built` and reports what was done.
