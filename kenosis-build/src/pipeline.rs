@@ -438,7 +438,7 @@ impl Calibrated<'_> {
         };
         if let crate::Weights::Int4 { block_size } = options.weights {
             // Weight-only: activations stay float; embedding tables int8.
-            builder.set_int4(Some(block_size as usize));
+            builder.set_int4(Some(block_size as usize), self.planned.keep.clone());
             let choice = ActivationsChoice {
                 mode: "float (int4 weights)".into(),
                 static_cosine: None,

@@ -91,9 +91,9 @@ pub fn unpack(packed: &Packed, k: usize, n: usize, block_size: usize) -> Vec<f32
 /// Rewrites the MatMuls `plan.matmuls` names (computed on this `graph`) into `MatMulNBits`
 /// with block size `block_size`, and stores `plan.tables` as int8 (see
 /// [`super::dynamic::rewrite`]); returns the number of `MatMulNBits` written and what the
-/// dynamic rewrite did. Gemm nodes of the plan take the dynamic int8 form instead (their
-/// bias and `transB` have no `MatMulNBits` counterpart here). The caller imports the
-/// [`DOMAIN`] opset.
+/// dynamic rewrite did. Gemm nodes of the plan, and MatMuls named in `int8` (the per-layer
+/// fallback a fidelity target asks for), take the dynamic int8 form instead. The caller
+/// imports the [`DOMAIN`] opset.
 ///
 /// # Errors
 /// [`BadTensor`] when a weight or table payload cannot be read.
@@ -102,11 +102,15 @@ pub fn rewrite(
     plan: &DynamicPlan,
     block_size: usize,
     reduce_range: bool,
+    int8: &HashSet<String>,
 ) -> Result<(usize, DynamicSummary), BadTensor> {
     let index = GraphIndex::new(graph);
     let mut names = NameGen::new(graph);
-    let (matmuls, gemms): (Vec<_>, Vec<_>) = (plan.matmuls.iter().cloned())
-        .partition(|m| graph.node[m.node].op_type() == "MatMul");
+    let (matmuls, int8_ops): (Vec<_>, Vec<_>) = (plan.matmuls.iter().cloned())
+        .partition(|m| {
+            let node = &graph.node[m.node];
+            node.op_type() == "MatMul" && !int8.contains(node.name())
+        });
     let mut nodes: Vec<NodeProto> = Vec::new();
     let mut removed: HashSet<usize> = HashSet::new();
     for m in &matmuls {
@@ -144,7 +148,7 @@ pub fn rewrite(
     let names_of = |list: &mut dyn Iterator<Item = usize>| -> Vec<String> {
         list.map(|i| graph.node[i].name().to_owned()).collect()
     };
-    let gemm_names = names_of(&mut gemms.iter().map(|m| m.node));
+    let int8_names = names_of(&mut int8_ops.iter().map(|m| m.node));
     let table_names = names_of(&mut plan.tables.iter().copied());
     let kept: Vec<NodeProto> = std::mem::take(&mut graph.node)
         .into_iter()
@@ -156,7 +160,7 @@ pub fn rewrite(
     graph.node.extend(nodes);
     let position = |name: &String| graph.node.iter().position(|n| n.name() == name);
     let rest = DynamicPlan {
-        matmuls: (gemms.iter().zip(&gemm_names))
+        matmuls: (int8_ops.iter().zip(&int8_names))
             .filter_map(|(m, name)| {
                 Some(super::dynamic::DynamicMatMul {
                     node: position(name)?,
