@@ -44,6 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(v) = std::env::var("KENOSIS_ACTIVATIONS") {
         options.activations = kenosis_build::Activations::parse_value(&v)?;
     }
+    if let Ok(v) = std::env::var("KENOSIS_WEIGHTS") {
+        options.weights = kenosis_build::Weights::parse_value(&v)?;
+    }
     if let Ok(v) = std::env::var("KENOSIS_METHOD") {
         options.method = match v.as_str() {
             "minmax" => kenosis_build::calibrate::Method::MinMax,

@@ -495,7 +495,8 @@ pub fn meet_target<'a>(
             // Chosen ops get this reason; nodes a choice took along keep their own, and those
             // around a chosen activation already name the target.
             for node in &mut built.plan.float_nodes {
-                if kept.ops.contains(&node.name) && report.kept_fp32.contains(&node.name) {
+                let fallback = node.reason == crate::quantize::build::INT8_FALLBACK_REASON;
+                if kept.ops.contains(&node.name) && report.kept_fp32.contains(&node.name) && !fallback {
                     node.reason = "kept in FP32 to meet the fidelity target".into();
                 }
             }

@@ -88,7 +88,7 @@ pub use error::{Error, OrtFailure, Result};
 pub use fidelity::{FidelityReport, Measured, SampleSource};
 pub use images::{calibration_images, IMAGE_EXTENSIONS};
 pub use kenosis_manifest::TensorInfo;
-pub use kenosis_options::Activations;
+pub use kenosis_options::{Activations, Weights};
 pub use kernels::Evaluation;
 pub use normalize::NormalizeSummary;
 pub use quantize::plan::FloatNode;

@@ -205,7 +205,7 @@ mod tests {
         };
         assert_eq!(
             o.canonical(),
-            "method = \"mse\"\nper_channel = true\nreduce_range = true\nactivations = \"auto\"\nbias_correction = true\n\
+            "method = \"mse\"\nper_channel = true\nreduce_range = true\nactivations = \"auto\"\nweights = \"int8\"\nbias_correction = true\n\
              fp32_where_faster = true\ngptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
              min_speedup = none\nsynthetic_samples = 16\nsynthetic_image_range = none\n\
              keep_float = []\nevaluation = host_kernels\nhost_runs_target = true\n\

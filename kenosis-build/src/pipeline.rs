@@ -449,6 +449,17 @@ impl Calibrated<'_> {
             dynamic_cosine: None,
             reason: why.into(),
         };
+        if let crate::Weights::Int4 { block_size } = options.weights {
+            // Weight-only: activations stay float; embedding tables int8.
+            builder.set_int4(Some(block_size as usize), self.planned.keep.clone());
+            let choice = ActivationsChoice {
+                mode: "float (int4 weights)".into(),
+                static_cosine: None,
+                dynamic_cosine: None,
+                reason: "weights = \"int4\": MatMulNBits, weight-only".into(),
+            };
+            return Ok((build(builder)?, choice));
+        }
         match options.activations {
             kenosis_options::Activations::Static => {
                 return Ok((build(builder)?, fixed(ActivationMode::Static, "requested")));
@@ -600,9 +611,12 @@ impl Calibrated<'_> {
                 ) || (n.op_type() == "Gather" && tables.contains(n.input[0].as_str()))
             })
             .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
+        // MatMuls with dynamic activations (or 4-bit weights) return to FP32 the same way:
+        // a kept name is left out of the dynamic plan.
+        let dynamic = (built.rewrite.dynamic_nodes.iter()).map(|n| fidelity::Candidate::Op(n.clone()));
         let activations = (built.plan.observed_tensors())
             .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
-        ops.chain(activations).collect()
+        ops.chain(dynamic).chain(activations).collect()
     }
 
     /// Encodes `built` and reports what was done.
@@ -631,6 +645,13 @@ impl Calibrated<'_> {
         let dynamic: HashSet<&str> = (rewrite_summary.dynamic_nodes.iter()).map(String::as_str).collect();
         for node in normalized.graph().node.iter().filter(|n| dynamic.contains(n.name())) {
             *ops_quantized.entry(format!("{} (dynamic)", node.op_type())).or_default() += 1;
+        }
+        if rewrite_summary.int4_matmuls > 0 {
+            let dynamic = ops_quantized.remove("MatMul (dynamic)").unwrap_or(0);
+            ops_quantized.insert("MatMul (int4)".into(), rewrite_summary.int4_matmuls);
+            if dynamic > rewrite_summary.int4_matmuls {
+                ops_quantized.insert("MatMul (dynamic)".into(), dynamic - rewrite_summary.int4_matmuls);
+            }
         }
         if rewrite_summary.dynamic.tables > 0 {
             ops_quantized.insert("embedding table (int8)".into(), rewrite_summary.dynamic.tables);

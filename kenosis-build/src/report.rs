@@ -130,7 +130,12 @@ impl Report {
                 if f.kept_fp32.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({} ops kept FP32 for the target)", f.kept_fp32.len())
+                    let kept = match &self.activations {
+                        // 4-bit weights fall back to int8 ones, not FP32 (`quantize::build`).
+                        Some(a) if a.mode.contains("int4") => "at int8 weights",
+                        _ => "FP32",
+                    };
+                    format!(" ({} ops kept {kept} for the target)", f.kept_fp32.len())
                 },
                 if f.predicts_real_data {
                     ""
@@ -212,7 +217,9 @@ impl Report {
             "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{estimate}{activations}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
             self.source,
             per_op.join(", "),
-            self.nodes_fp32.len(),
+            (self.nodes_fp32.iter())
+                .filter(|n| n.reason != crate::quantize::build::INT8_FALLBACK_REASON)
+                .count(),
             self.size_fp32 as f64 / 1e6,
             self.size_int8 as f64 / 1e6,
             self.calibration_samples,

@@ -114,6 +114,9 @@ fn quantize_synthetic(
         // Layers this small never repay their conversions: without this the time estimate
         // would keep them all FP32.
         fp32_where_faster: false,
+        // The search over the static placement (QDQ ops, tables stored as uint8, activation
+        // tensors) is under test: `auto` would run the MatMul-only models dynamically.
+        activations: kenosis_build::Activations::Static,
         ..QuantizeOptions::default()
     };
     quantize(Path::new(name), bytes, &Calibration::Synthetic, &options)

@@ -84,11 +84,14 @@ fn agreement(model: &Path, q: &Quantized, samples: &[Vec<SampleValue>], names: &
 }
 
 /// The embedding Gather and both MatMuls run in INT8 (the Gemm feeding the output stays
-/// FP32 by placement).
+/// FP32 by placement). The table is uint8 in the static form or int8 in the dynamic one,
+/// whichever `activations = "auto"` measured closer to FP32; the MatMuls, below the dynamic
+/// form's size, are static either way.
 fn assert_quantized(label: &str, q: &Quantized) {
     let ops = &q.report.ops_quantized;
+    let table = ops.get("Gather").or(ops.get("embedding table (int8)"));
     assert!(
-        ops.get("Gather") == Some(&1) && ops.get("MatMul") == Some(&2),
+        table == Some(&1) && ops.get("MatMul") == Some(&2),
         "{label}: {ops:?}"
     );
 }
@@ -153,8 +156,11 @@ fn an_int32_and_bool_input_model_quantizes_with_and_without_calibration_data() {
         &names,
     );
     assert!(!calibrated.report.calibration_synthetic);
-    assert_eq!(calibrated.report.calibration_samples, 20);
     let f = calibrated.report.fidelity.as_ref().expect("measured");
+    // MatMuls hold most of its weights, so `activations = "auto"` compares both forms on a
+    // fifth of the samples, held out of range calibration.
+    assert!(f.held_out);
+    assert_eq!((calibrated.report.calibration_samples, f.samples), (16, 4));
     assert_eq!((f.inputs, f.predicts_real_data), (SampleSource::Real, true));
     assert!(synthetic.report.calibration_synthetic);
 }

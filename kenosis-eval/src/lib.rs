@@ -1,6 +1,8 @@
 //! Evaluation helpers shared by the tests and the benchmark: the real models and images in
 //! `../shared`, ONNX Runtime sessions, and fidelity metrics (top-1 agreement, cosine).
 
+pub mod prose;
+
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::{CalibrationData, SampleValue};

@@ -170,6 +170,67 @@ impl Activations {
     }
 }
 
+/// Weight precision of MatMul nodes with a constant weight, as written at a call site
+/// (`weights = "..."`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Weights {
+    /// `"int8"`: int8 weights, per output channel.
+    #[default]
+    Int8,
+    /// `"int4"` (block size 32) or `"int4(B)"`: 4-bit weights with one scale per block of `B`
+    /// consecutive input rows of each output column, `B` a power of two from 16 to 256.
+    Int4 {
+        /// Rows per block.
+        block_size: u32,
+    },
+}
+
+impl Weights {
+    /// Default block size of `"int4"` (ONNX Runtime's `matmul_4bits_quantizer` default).
+    pub const DEFAULT_BLOCK_SIZE: u32 = 32;
+
+    /// The canonical spelling (`int4` always with its block size).
+    pub fn canonical(&self) -> String {
+        match self {
+            Weights::Int8 => "int8".into(),
+            Weights::Int4 { block_size } => format!("int4({block_size})"),
+        }
+    }
+
+    /// Parses a call-site spelling.
+    ///
+    /// # Errors
+    /// A message naming the unknown spelling or the bad block size.
+    pub fn parse_value(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        match text {
+            "int8" => return Ok(Weights::Int8),
+            "int4" => {
+                return Ok(Weights::Int4 {
+                    block_size: Self::DEFAULT_BLOCK_SIZE,
+                })
+            }
+            _ => {}
+        }
+        let b = text
+            .strip_prefix("int4(")
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| {
+                format!("unknown weights `{text}`; expected \"int8\", \"int4\" or \"int4(B)\"")
+            })?;
+        let block_size: u32 = b
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{b}` is not a block size in \"int4(B)\""))?;
+        if !(16..=256).contains(&block_size) || !block_size.is_power_of_two() {
+            return Err(format!(
+                "int4 block size must be a power of two from 16 to 256, got {block_size}"
+            ));
+        }
+        Ok(Weights::Int4 { block_size })
+    }
+}
+
 /// Generates, from the [`table`], the call-site [`Options`], [`KEYS`], and their grammar,
 /// checks, merge and canonical text.
 macro_rules! define_options {

@@ -150,6 +150,30 @@ macro_rules! options {
                         fn activations(mode: $crate::Activations) = mode;
                     },
                 }
+                /// `weights = "int8" | "int4" | "int4(B)"`: precision of MatMul weights;
+                /// `"int4"` stores them in blocks of 32 (or `B`) rows with one scale each,
+                /// weight-only (default `"int8"`).
+                weights: $crate::Weights {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: $crate::Weights = |_| $crate::Weights::Int8,
+                    setter: {
+                        /// Precision of the weights of MatMul nodes with a constant weight
+                        /// (default [`Weights::Int8`](crate::Weights::Int8)). `Int4` stores
+                        /// them as 4-bit codes with one scale per block of `block_size` rows of
+                        /// each column, run by ONNX Runtime's `MatMulNBits` contrib op
+                        /// (weight-only: activations stay float; see `quantize::int4`).
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/encoder.onnx")
+                        ///     .weights(kenosis_build::Weights::Int4 { block_size: 32 })
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn weights(weights: $crate::Weights) = weights;
+                    },
+                }
                 /// `bias_correction = bool`: corrects each bias for the mean shift its weights'
                 /// quantization causes (default `true`).
                 bias_correction: bool {

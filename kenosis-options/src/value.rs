@@ -130,6 +130,23 @@ impl Value for crate::Activations {
     }
 }
 
+impl Value for crate::Weights {
+    /// A string (`Weights::parse_value`); its errors are spanned at the string.
+    fn parse(key: &str, value: &Expr) -> syn::Result<Self> {
+        let s = string(
+            key,
+            value,
+            "expects a string: \"int8\", \"int4\" or \"int4(B)\"",
+        )?;
+        crate::Weights::parse_value(&s.value()).map_err(|m| syn::Error::new(s.span(), m))
+    }
+
+    /// The quoted [`Weights::canonical`](crate::Weights::canonical) spelling.
+    fn write(&self) -> String {
+        format!("{:?}", self.canonical())
+    }
+}
+
 impl Value for [f32; 2] {
     /// A string `"[low, high]"` (spaces optional).
     fn parse(key: &str, value: &Expr) -> syn::Result<Self> {

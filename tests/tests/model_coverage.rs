@@ -506,7 +506,14 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
     let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
         return;
     };
-    let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
+    // The static placement (the dynamic one has its test in transformer_prose.rs).
+    let fp32 = std::fs::read(&path).expect("model file");
+    let options = QuantizeOptions {
+        activations: kenosis_build::Activations::Static,
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(&path, &fp32, &Calibration::Synthetic, &options)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     eprintln!("{}", q.report.summary_line());
     // The 30522x384 word-embedding table is stored as uint8 (ORT gathers codes directly).
     assert!(

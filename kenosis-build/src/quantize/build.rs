@@ -78,7 +78,18 @@ pub struct Builder<'m> {
     weight_cache: Option<WeightCache>,
     /// How MatMul and Gemm activations are quantized.
     activations: ActivationMode,
+    /// Block size of 4-bit MatMul weights (`weights = "int4"`), `None` for int8.
+    int4_block: Option<usize>,
+    /// With 4-bit weights, the nodes kept FP32 whatever a fidelity target asks (the user's
+    /// `keep_float`, nodes ONNX Runtime cannot run): other MatMuls a target keeps fall back
+    /// to int8 weights with dynamic activations instead of FP32.
+    requested_float: HashSet<String>,
 }
+
+/// The report's reason for a MatMul a fidelity target returned from 4-bit to int8 weights
+/// (listed with the FP32 nodes, which is where the target's choices are reported).
+pub const INT8_FALLBACK_REASON: &str =
+    "int8 weights with dynamic activations instead of 4-bit ones, to meet the fidelity target (not FP32)";
 
 /// Why a node reading or writing a tensor without a calibrated range stays FP32.
 const UNCALIBRATED_TENSOR_REASON: &str =
@@ -110,7 +121,19 @@ impl<'m> Builder<'m> {
             target_cpu,
             weight_cache: cache_weights.then(WeightCache::default),
             activations: ActivationMode::Static,
+            int4_block: None,
+            requested_float: HashSet::new(),
         }
+    }
+
+    /// Makes the following builds store MatMul weights as 4-bit blocks of `block_size` rows
+    /// (see [`crate::quantize::int4`]), embedding tables as int8 and everything else as
+    /// [`ActivationMode::Dynamic`] would; `None` returns to int8 weights.
+    /// `requested_float` names the nodes that stay FP32 even then; a MatMul a fidelity
+    /// target keeps besides them gets int8 weights (the per-layer fallback).
+    pub fn set_int4(&mut self, block_size: Option<usize>, requested_float: HashSet<String>) {
+        self.int4_block = block_size;
+        self.requested_float = requested_float;
     }
 
     /// Makes the following builds quantize MatMul and Gemm activations as `mode` says.
@@ -150,10 +173,19 @@ impl<'m> Builder<'m> {
         };
         // Dynamic nodes are kept out of the static placement, then rewritten after it (its
         // rewrite only appends nodes, so their indices hold).
-        let dynamic_plan = (self.activations == ActivationMode::Dynamic).then(|| {
+        let dynamic_plan = (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
             let costs = self.target_cpu.map(KernelCosts::of);
-            dynamic::plan(graph, self.types, &kept.ops, costs.as_ref())
+            let float = match self.int4_block {
+                Some(_) => &self.requested_float,
+                None => &kept.ops,
+            };
+            dynamic::plan(graph, self.types, float, costs.as_ref())
         });
+        // MatMuls a fidelity target keeps, which 4-bit weights give int8 ones instead.
+        let int8_fallback: HashSet<String> = match self.int4_block {
+            Some(_) => kept.ops.difference(&self.requested_float).cloned().collect(),
+            None => HashSet::new(),
+        };
         let mut dynamic_names: HashSet<String> = HashSet::new();
         if let Some(d) = &dynamic_plan {
             dynamic_names.extend(d.node_names(graph).map(str::to_owned));
@@ -198,6 +230,9 @@ impl<'m> Builder<'m> {
             }
         };
         let mut plan = plan;
+        for f in plan.float_nodes.iter_mut().filter(|f| int8_fallback.contains(&f.name) && dynamic_names.contains(&f.name)) {
+            f.reason = INT8_FALLBACK_REASON.into();
+        }
         let mut summary = rewrite::rewrite(
             graph,
             &plan,
@@ -209,13 +244,31 @@ impl<'m> Builder<'m> {
         )?;
         if let Some(d) = &dynamic_plan {
             // They run quantized, not in FP32: the report lists them apart.
-            plan.float_nodes.retain(|f| !dynamic_names.contains(&f.name));
+            // The int8 fallback of 4-bit weights stays listed: the fidelity search counts
+            // what a choice changed by these entries (see `INT8_FALLBACK_REASON`).
+            plan.float_nodes
+                .retain(|f| !dynamic_names.contains(&f.name) || int8_fallback.contains(&f.name));
             summary.dynamic_nodes = (d.matmuls.iter())
                 .map(|m| graph.node[m.node].name().to_owned())
                 .collect();
-            summary.dynamic = dynamic::rewrite(graph, d, self.weights.reduce_range)?;
+            summary.dynamic = match self.int4_block {
+                None => dynamic::rewrite(graph, d, self.weights.reduce_range)?,
+                Some(block) => {
+                    let (nbits, dynamic) = crate::quantize::int4::rewrite(graph, d, block, self.weights.reduce_range, &int8_fallback)?;
+                    summary.int4_matmuls = nbits;
+                    dynamic
+                }
+            };
         }
         crate::graph::sort_topologically(graph)?;
+        if summary.int4_matmuls > 0
+            && !(model.opset_import.iter()).any(|o| o.domain() == crate::quantize::int4::DOMAIN)
+        {
+            model.opset_import.push(crate::onnx::OperatorSetIdProto {
+                domain: Some(crate::quantize::int4::DOMAIN.into()),
+                version: Some(1),
+            });
+        }
         model.producer_name = Some("kenosis".into());
         model.producer_version = Some(env!("CARGO_PKG_VERSION").into());
         Ok(Built {

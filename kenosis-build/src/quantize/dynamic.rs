@@ -43,10 +43,6 @@ use crate::onnx::{attr, make_node, tensor, DataType, GraphProto, NodeProto, Tens
 /// cost. Equal to the static placement's [`super::plan::TINY_WEIGHTS`].
 pub const MIN_WEIGHTS: usize = super::plan::TINY_WEIGHTS as usize;
 
-/// Why a MatMul or Gemm with a constant weight runs with dynamic activations, for the report.
-pub const DYNAMIC_REASON: &str =
-    "dynamic activations: DynamicQuantizeLinear + MatMulInteger, int8 per-channel weights";
-
 /// Why a MatMul or Gemm the dynamic form could take stays FP32 by the target's kernel costs.
 pub const DYNAMIC_SLOWER_REASON: &str =
     "estimated faster in FP32 on the target: its weight is too small to repay quantizing its input at run time";
@@ -55,8 +51,8 @@ pub const DYNAMIC_SLOWER_REASON: &str =
 pub const SMALL_TABLE_REASON: &str =
     "embedding table too small to repay int8: a few bytes saved for one more conversion";
 
-/// A MatMul or Gemm that can run with dynamic activations: its constant weight as a `[K, N]`
-/// matrix (Gemm's `transB` undone, `alpha` folded in) and its Gemm bias (`beta` folded in).
+/// A MatMul or Gemm that can run with dynamic activations, with the shape of its constant
+/// weight as a `[K, N]` matrix (a Gemm's `transB` undone).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DynamicMatMul {
     /// Index of the node in the graph.

@@ -6,6 +6,7 @@ pub mod channel_spread;
 pub mod domain;
 pub mod dynamic;
 pub mod gptq;
+pub mod int4;
 mod min_cut;
 pub mod params;
 pub mod plan;

@@ -62,9 +62,13 @@ pub struct RewriteSummary {
     /// [`super::dynamic`]).
     #[serde(default)]
     pub dynamic: super::dynamic::DynamicSummary,
-    /// Names of the MatMul and Gemm nodes run with dynamic activations, in graph order.
+    /// Names of the MatMul and Gemm nodes run with dynamic activations (or, with 4-bit
+    /// weights, as `MatMulNBits`), in graph order.
     #[serde(default)]
     pub dynamic_nodes: Vec<String>,
+    /// MatMuls with 4-bit block weights (`MatMulNBits`, see [`super::int4`]).
+    #[serde(default)]
+    pub int4_matmuls: usize,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod models;
 pub mod ort_quantizer;
 pub mod report;
+pub mod transformer;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -74,6 +75,9 @@ pub struct Args {
     /// Skip the INT8 vs FP32 latency of the fetched models (PP-OCR, MiniLM, Silero VAD)
     #[arg(long)]
     skip_coverage: bool,
+    /// Skip the transformer encoders against ORT's dynamic quantizer (real prose)
+    #[arg(long)]
+    skip_transformers: bool,
     /// Synthetic calibration samples of the peak-memory measurement
     #[arg(long, value_name = "N", default_value_t = 100)]
     memory_samples: usize,
@@ -195,6 +199,17 @@ pub fn main() -> Result<(), String> {
         bench.coverage = coverage::measure(&fetched, ctx.warmup, ctx.runs, |m| ctx.log(m));
         write(&bench, &out)?;
     }
+    if !args.skip_transformers {
+        bench.transformers = transformer::measure(
+            &fetched,
+            ctx.python.as_deref(),
+            &ctx.out,
+            ctx.warmup,
+            ctx.runs,
+            |m| ctx.log(m),
+        );
+        write(&bench, &out)?;
+    }
     if !args.skip_memory {
         let model = fetched.join(MEMORY_MODEL);
         ctx.log(format!("== peak memory: {} ==", model.display()));
@@ -245,6 +260,7 @@ fn assemble(
         },
         models: results.to_vec(),
         coverage: Vec::new(),
+        transformers: Vec::new(),
         memory: None,
         total_seconds: ctx.started.elapsed().as_secs_f64(),
     }

@@ -29,6 +29,9 @@ pub struct Bench {
     pub models: Vec<ModelResult>,
     /// INT8 vs FP32 latency of the fetched model families (empty when skipped).
     pub coverage: Vec<super::coverage::CoverageLatency>,
+    /// Transformer encoders against ORT's dynamic quantizer, on real prose (empty when
+    /// skipped).
+    pub transformers: Vec<super::transformer::EncoderResult>,
     /// Peak memory while quantizing the transformer (None when skipped).
     pub memory: Option<super::memory::MemoryResult>,
     pub total_seconds: f64,
@@ -447,6 +450,62 @@ impl Bench {
             }
         }
 
+        if !self.transformers.is_empty() {
+            let t = super::transformer::TOKENS;
+            let _ = writeln!(
+                w,
+                "\n## Transformer encoders against ORT's dynamic quantizer\n"
+            );
+            let _ = writeln!(
+                w,
+                "Kenosis calibrated on {} windows of {t} tokens of licence prose, every model \
+                 evaluated on {} windows of other licences (`kenosis_eval::prose`); latency \
+                 interleaved, 1 thread, on the first evaluation window.\n",
+                super::transformer::CALIBRATION_WINDOWS,
+                super::transformer::EVALUATION_WINDOWS
+            );
+            for e in &self.transformers {
+                let fp32 = e
+                    .fp32_latency
+                    .map_or("-".into(), |l| format!("{:.2} ms", l.median_ms));
+                let _ = writeln!(
+                    w,
+                    "**{}** (FP32 {:.1} MB, {fp32})\n",
+                    e.model,
+                    e.fp32_bytes as f64 / 1e6
+                );
+                if let Some(err) = &e.error {
+                    let _ = writeln!(w, "not measured: {err}\n");
+                    continue;
+                }
+                let _ = writeln!(w, "| quantizer | pooled cosine mean / min | token cosine | MB | latency ms | speed-up vs FP32 | latency / ORT dynamic per-channel |");
+                let _ = writeln!(w, "|---|---|---|---:|---:|---:|---:|");
+                for r in &e.rows {
+                    let _ = writeln!(
+                        w,
+                        "| {} | {:.4} / {:.4} | {:.4} | {:.2} | {:.2} | {:.2}x | {} |",
+                        r.quantizer,
+                        r.pooled_cosine_mean,
+                        r.pooled_cosine_min,
+                        r.token_cosine_mean,
+                        r.bytes as f64 / 1e6,
+                        r.latency.median_ms,
+                        r.speedup_vs_fp32,
+                        r.latency_vs_ort_dynamic
+                            .map_or("-".into(), |x| format!("{x:.2}")),
+                    );
+                }
+                let _ = writeln!(w);
+                for r in e
+                    .rows
+                    .iter()
+                    .filter_map(|r| r.summary.as_ref().map(|s| (&r.quantizer, s)))
+                {
+                    let _ = writeln!(w, "- {}: `{}`", r.0, r.1);
+                }
+                let _ = writeln!(w);
+            }
+        }
         if !self.coverage.is_empty() {
             let _ = writeln!(w, "\n## Fetched models: INT8 vs FP32 latency\n");
             let _ = writeln!(

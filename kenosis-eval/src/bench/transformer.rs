@@ -1,0 +1,305 @@
+//! Transformer encoders against ONNX Runtime's dynamic quantizer: Kenosis with default
+//! options (for the generic x86-64 target, and for this CPU's class as `-C
+//! target-cpu=native` builds), ORT's `quantize_dynamic` with per-channel and with
+//! per-tensor (its default) int8 weights, all calibrated (Kenosis) and evaluated on real
+//! English prose (`kenosis_eval::prose`), timed interleaved in one process at 1 thread.
+//!
+//! Metrics against FP32 over the evaluation windows: the cosine of the mean-pooled sentence
+//! embedding (mean and min over windows) and of each token's embedding (mean over tokens).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use kenosis_build::calibrate::session::{borrowed, sample_inputs};
+use kenosis_build::calibrate::{CalibrationData, SampleValue};
+use kenosis_build::fidelity::cosine;
+use kenosis_build::kernels::{IntegerKernels, TargetCpu};
+use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
+use ort::session::Session;
+use serde::Serialize;
+
+use super::measure::{self, Latency};
+
+/// Calibration windows (Kenosis).
+pub const CALIBRATION_WINDOWS: usize = 50;
+/// Evaluation windows.
+pub const EVALUATION_WINDOWS: usize = 100;
+/// Tokens per window.
+pub const TOKENS: usize = 64;
+
+/// An encoder of the section: its file in the fetched-models folder, and where its
+/// outputs are.
+#[derive(Debug, Clone, Copy)]
+pub struct Encoder {
+    pub file: &'static str,
+    /// Output index of the token embeddings `[1, tokens, dim]`.
+    pub tokens_output: usize,
+    /// Output index of the mean-pooled embedding `[1, dim]`.
+    pub pooled_output: usize,
+    pub dim: usize,
+}
+
+/// The encoders measured. paraphrase-MiniLM-L3-v2 is the only FP32 BERT-family encoder
+/// found in a PyPI wheel (`fetch-models.sh`); no other one is fetched without a hub download.
+pub const ENCODERS: [Encoder; 1] = [Encoder {
+    file: "paraphrase-MiniLM-L3-v2.onnx",
+    tokens_output: 2,
+    pooled_output: 3,
+    dim: 384,
+}];
+
+/// One quantizer's row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub quantizer: String,
+    pub pooled_cosine_mean: f64,
+    pub pooled_cosine_min: f64,
+    pub token_cosine_mean: f64,
+    pub bytes: usize,
+    pub latency: Latency,
+    /// FP32 median latency over this row's.
+    pub speedup_vs_fp32: f64,
+    /// This row's median latency over ORT dynamic per-channel's (< 1: faster).
+    pub latency_vs_ort_dynamic: Option<f64>,
+    /// The Kenosis build's summary line.
+    pub summary: Option<String>,
+}
+
+/// One encoder's section.
+#[derive(Debug, Clone, Serialize)]
+pub struct EncoderResult {
+    pub model: String,
+    pub fp32_bytes: usize,
+    pub fp32_latency: Option<Latency>,
+    pub rows: Vec<Row>,
+    pub error: Option<String>,
+}
+
+/// Measures every encoder of [`ENCODERS`] found in `dir`; `python` runs ORT's quantizer
+/// (its rows are missing without it).
+pub fn measure(
+    dir: &Path,
+    python: Option<&Path>,
+    out: &Path,
+    warmup: usize,
+    runs: usize,
+    log: impl Fn(String),
+) -> Vec<EncoderResult> {
+    ENCODERS
+        .iter()
+        .map(|e| {
+            log(format!("transformer: {}", e.file));
+            let mut result = EncoderResult {
+                model: e.file.to_owned(),
+                fp32_bytes: 0,
+                fp32_latency: None,
+                rows: Vec::new(),
+                error: None,
+            };
+            if let Err(err) = measure_one(
+                &dir.join(e.file),
+                *e,
+                python,
+                out,
+                warmup,
+                runs,
+                &mut result,
+            ) {
+                result.error = Some(err);
+            }
+            result
+        })
+        .collect()
+}
+
+/// Default options for this machine's CPU class, as a `-C target-cpu=native` build resolves
+/// them (`None` where that class is the generic one).
+fn native_options() -> Option<QuantizeOptions> {
+    if !(cfg!(target_arch = "x86_64") && IntegerKernels::of_host() == IntegerKernels::Exact) {
+        return None;
+    }
+    let cpu = TargetCpu::of_target("", "avx512vnni");
+    Some(QuantizeOptions {
+        target_cpu: cpu,
+        reduce_range: cpu.integer_kernels().wants_reduce_range(),
+        ..QuantizeOptions::default()
+    })
+}
+
+fn measure_one(
+    path: &Path,
+    encoder: Encoder,
+    python: Option<&Path>,
+    out: &Path,
+    warmup: usize,
+    runs: usize,
+    result: &mut EncoderResult,
+) -> Result<(), String> {
+    if !path.is_file() {
+        return Err(format!(
+            "{} not found (../shared/fetch-models.sh)",
+            path.display()
+        ));
+    }
+    let (calib_files, eval_files) = prose::licence_files(&CALIBRATION_TEXTS)
+        .zip(prose::licence_files(&EVALUATION_TEXTS))
+        .ok_or_else(|| format!("licence texts missing from {}", prose::LICENSES_DIR))?;
+    let tokenizer = prose::minilm_tokenizer_path();
+    let calibration = CalibrationData {
+        samples: (prose::windows(&tokenizer, &calib_files, CALIBRATION_WINDOWS, TOKENS).iter())
+            .map(|w| prose::bert_inputs(w))
+            .collect(),
+        files: Vec::new(),
+        synthetic: false,
+    };
+    let evaluation: Vec<Vec<SampleValue>> =
+        (prose::windows(&tokenizer, &eval_files, EVALUATION_WINDOWS, TOKENS).iter())
+            .map(|w| prose::bert_inputs(w))
+            .collect();
+    let fp32 = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    result.fp32_bytes = fp32.len();
+
+    // (label, bytes, summary line)
+    let mut candidates: Vec<(String, Vec<u8>, Option<String>)> = Vec::new();
+    let mut builds = vec![(
+        "Kenosis, default options (x86-64)".to_owned(),
+        QuantizeOptions::default(),
+    )];
+    if let Some(native) = native_options() {
+        builds.push((
+            format!(
+                "Kenosis, default options ({})",
+                native.target_cpu.canonical()
+            ),
+            native,
+        ));
+    }
+    for (label, options) in builds {
+        let q = quantize(
+            path,
+            &fp32,
+            &Calibration::Data(calibration.clone()),
+            &options,
+        )
+        .map_err(|e| e.to_string())?;
+        candidates.push((label, q.bytes, Some(q.report.summary_line())));
+    }
+    if let Some(python) = python {
+        let (pc, pt) = (
+            out.join("ort_dynamic_pc.onnx"),
+            out.join("ort_dynamic_pt.onnx"),
+        );
+        ort_dynamic(python, path, &pc, &pt)?;
+        for (label, p) in [
+            ("ORT quantize_dynamic, per-channel", &pc),
+            ("ORT quantize_dynamic, per-tensor (default)", &pt),
+        ] {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            candidates.push((label.to_owned(), bytes, None));
+        }
+    }
+
+    let names: Vec<String> = vec!["input_ids".into(), "attention_mask".into()];
+    let mut sessions: Vec<Session> = std::iter::once(&fp32)
+        .chain(candidates.iter().map(|c| &c.1))
+        .map(|b| measure::session(b, None))
+        .collect::<Result<_, _>>()?;
+    let outputs = |s: &mut Session, sample: &[SampleValue]| -> Result<Vec<Vec<f32>>, String> {
+        let inputs = sample_inputs(&names, sample, path).map_err(|e| e.to_string())?;
+        let out = s.run(borrowed(&inputs)).map_err(|e| e.to_string())?;
+        Ok(out
+            .iter()
+            .map(|(_, v)| {
+                v.try_extract_tensor::<f32>()
+                    .map(|(_, x)| x.to_vec())
+                    .unwrap_or_default()
+            })
+            .collect())
+    };
+    let reference: Vec<Vec<Vec<f32>>> = evaluation
+        .iter()
+        .map(|s| outputs(&mut sessions[0], s))
+        .collect::<Result<_, _>>()?;
+    let mut fidelity = Vec::new();
+    for session in &mut sessions[1..] {
+        let (mut pooled, mut tokens) = (Vec::new(), Vec::new());
+        for (s, r) in evaluation.iter().zip(&reference) {
+            let o = outputs(session, s)?;
+            let p = encoder.pooled_output;
+            pooled.push(cosine(&r[p], &o[p]));
+            let t = encoder.tokens_output;
+            for (a, b) in r[t].chunks(encoder.dim).zip(o[t].chunks(encoder.dim)) {
+                tokens.push(cosine(a, b));
+            }
+        }
+        fidelity.push((pooled, tokens));
+    }
+
+    let inputs = sample_inputs(&names, &evaluation[0], path).map_err(|e| e.to_string())?;
+    let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
+    let latency = measure::interleaved(&mut refs, warmup, runs, |s| {
+        let t = Instant::now();
+        s.run(borrowed(&inputs)).map_err(|e| e.to_string())?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    })?;
+    let ort_pc = candidates
+        .iter()
+        .position(|c| c.0.contains("per-channel"))
+        .map(|k| latency[k + 1].median_ms);
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    for (k, ((label, bytes, summary), (pooled, tokens))) in
+        candidates.into_iter().zip(fidelity).enumerate()
+    {
+        let l = latency[k + 1];
+        result.rows.push(Row {
+            quantizer: label,
+            pooled_cosine_mean: mean(&pooled),
+            pooled_cosine_min: pooled.iter().copied().fold(f64::INFINITY, f64::min),
+            token_cosine_mean: mean(&tokens),
+            bytes: bytes.len(),
+            latency: l,
+            speedup_vs_fp32: latency[0].median_ms / l.median_ms,
+            latency_vs_ort_dynamic: ort_pc.map(|o| l.median_ms / o),
+            summary,
+        });
+    }
+    result.fp32_latency = Some(latency[0]);
+    Ok(())
+}
+
+/// Runs `bench/ort_quantize_dynamic.py` on `model`, writing `pc` and `pt`.
+fn ort_dynamic(python: &Path, model: &Path, pc: &Path, pt: &Path) -> Result<(), String> {
+    let script: PathBuf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ort_quantize_dynamic.py");
+    let output = Command::new(python)
+        .arg(&script)
+        .args([
+            "--model".as_ref(),
+            model.as_os_str(),
+            "--out-pc".as_ref(),
+            pc.as_os_str(),
+            "--out-pt".as_ref(),
+            pt.as_os_str(),
+        ])
+        .output()
+        .map_err(|e| format!("starting {}: {e}", python.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| {
+            format!(
+                "{} printed no result: {}",
+                script.display(),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })?;
+    if result["ok"] == true {
+        Ok(())
+    } else {
+        Err(format!("ORT quantize_dynamic failed: {}", result["error"]))
+    }
+}
