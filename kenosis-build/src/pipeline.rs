@@ -449,7 +449,7 @@ impl Calibrated<'_> {
             dynamic_cosine: None,
             reason: why.into(),
         };
-        if let crate::Weights::Int4 { block_size } = options.weights {
+        if let kenosis_options::Weights::Int4 { block_size } = options.weights {
             // Weight-only: activations stay float; embedding tables int8.
             builder.set_int4(Some(block_size as usize), self.planned.keep.clone());
             let choice = ActivationsChoice {
