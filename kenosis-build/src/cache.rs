@@ -446,7 +446,11 @@ mod tests {
         let theirs = dir.path().join("shared.lock");
         std::fs::write(&theirs, b"").expect("write");
         std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o444)).expect("chmod");
-        drop(cache.lock("shared").expect("a read-only lock file is locked"));
+        drop(
+            cache
+                .lock("shared")
+                .expect("a read-only lock file is locked"),
+        );
         // A link is not followed, even to a regular file.
         let target = dir.path().join("elsewhere");
         std::fs::write(&target, b"").expect("write");

@@ -347,7 +347,9 @@ pub enum Removed {
 impl std::fmt::Display for Removed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Removed::Operator => "uses an operator removed from ONNX; it has no opset-13 equivalent",
+            Removed::Operator => {
+                "uses an operator removed from ONNX; it has no opset-13 equivalent"
+            }
             Removed::SpatialBatchNorm => "uses spatial=0, which opset 9 removed",
             Removed::BatchedScan => {
                 "comes from before opset 9, when Scan had a batch axis that cannot be converted"
@@ -415,7 +417,9 @@ pub enum BadNpy {
     #[error("the .npy header is truncated")]
     TruncatedHeader,
     /// The header runs past the end of the file.
-    #[error("the .npy header declares {header_len} header bytes but the file has {file_len} bytes")]
+    #[error(
+        "the .npy header declares {header_len} header bytes but the file has {file_len} bytes"
+    )]
     HeaderPastEnd {
         /// The header length the file declares.
         header_len: usize,

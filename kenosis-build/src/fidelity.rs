@@ -182,11 +182,10 @@ pub enum Compared {
 /// [`crate::types::infer_elem_types`]).
 pub fn compared(graph: &crate::onnx::GraphProto, types: &HashMap<String, DataType>) -> Compared {
     let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
-    let all_known_non_float = graph.output.iter().all(|o| {
-        types
-            .get(o.name())
-            .is_some_and(|&t| t != DataType::Float)
-    });
+    let all_known_non_float = graph
+        .output
+        .iter()
+        .all(|o| types.get(o.name()).is_some_and(|&t| t != DataType::Float));
     if !all_known_non_float {
         return Compared::FloatOutputs;
     }
@@ -496,7 +495,10 @@ pub fn meet_target<'a>(
             // around a chosen activation already name the target.
             for node in &mut built.plan.float_nodes {
                 let fallback = node.reason == crate::quantize::build::INT8_FALLBACK_REASON;
-                if kept.ops.contains(&node.name) && report.kept_fp32.contains(&node.name) && !fallback {
+                if kept.ops.contains(&node.name)
+                    && report.kept_fp32.contains(&node.name)
+                    && !fallback
+                {
                     node.reason = "kept in FP32 to meet the fidelity target".into();
                 }
             }
@@ -526,9 +528,9 @@ pub fn meet_target<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{model, node};
     use crate::onnx::tensor;
     use crate::quantize::{plan::FloatNode, plan::Plan, rewrite::RewriteSummary};
+    use crate::test_support::{model, node};
     use ndarray::{ArrayD, IxDyn};
 
     /// When every candidate kept in FP32 still misses the target, the build fails with the

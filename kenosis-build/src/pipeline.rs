@@ -189,11 +189,14 @@ impl<'p> Planned<'p> {
             options.fidelity_target(),
             (graph.node.iter()).find(|n| uncalibratable.contains_key(n.name())),
         ) {
-            return Err(Error::unsupported(path, Unsupported::TargetUncheckable {
-                target: format!("{target:?}"),
-                node: NodeRef::of(custom),
-                domain: custom.domain().to_owned(),
-            }));
+            return Err(Error::unsupported(
+                path,
+                Unsupported::TargetUncheckable {
+                    target: format!("{target:?}"),
+                    node: NodeRef::of(custom),
+                    domain: custom.domain().to_owned(),
+                },
+            ));
         }
         let node_names: HashSet<&str> = graph.node.iter().map(|n| n.name()).collect();
         let mut keep_float_unmatched: Vec<String> = (options.keep_float.iter())
@@ -255,13 +258,22 @@ impl<'p> Planned<'p> {
     /// # Errors
     /// [`Error::Calibration`] for bad or missing samples (or synthetic ones ONNX Runtime
     /// rejects), [`Error::Runtime`] on other ONNX Runtime failures.
-    fn calibrate(self, calibration: &Calibration, options: &QuantizeOptions) -> Result<Calibrated<'p>> {
+    fn calibrate(
+        self,
+        calibration: &Calibration,
+        options: &QuantizeOptions,
+    ) -> Result<Calibrated<'p>> {
         let runnable = (!self.uncalibratable.is_empty()).then(|| {
             calibrate::runnable::runnable_part(self.normalized.model(), &self.uncalibratable)
         });
         let calibration_model = runnable.as_ref().unwrap_or(self.normalized.model());
-        let (mut data, synthetic_image_ranges) =
-            calibration_data(calibration, calibration_model, &self.specs, options, self.path)?;
+        let (mut data, synthetic_image_ranges) = calibration_data(
+            calibration,
+            calibration_model,
+            &self.specs,
+            options,
+            self.path,
+        )?;
         let held_out = held_out_count(data.samples.len());
         // Held out of range calibration when a target or the activation-mode choice is
         // judged on them.
@@ -420,10 +432,21 @@ impl Calibrated<'_> {
         };
         let (built, activations) = self.choose_activations(&mut builder, &kept, options)?;
         let builder = builder;
-        let build = |kept: &KeptFloat| builder.build(kept).map_err(|r| Error::unsupported(planned.path, r));
+        let build = |kept: &KeptFloat| {
+            builder
+                .build(kept)
+                .map_err(|r| Error::unsupported(planned.path, r))
+        };
         let (built, fidelity) = self.meet_target(built, &mut kept, build, options)?;
         let (built, speed) = self.meet_speedup(built, options)?;
-        self.report(built, fidelity, (speed, activations), size_fp32, options, started)
+        self.report(
+            built,
+            fidelity,
+            (speed, activations),
+            size_fp32,
+            options,
+            started,
+        )
     }
 
     /// The activation mode of `options` set on `builder`, and its first build. With
@@ -574,7 +597,14 @@ impl Calibrated<'_> {
         let input_names = planned.input_names();
         let samples = &self.data.samples;
         let evaluator = |samples| {
-            fidelity::Evaluator::new(model, &compared, &input_names, samples, path, options.evaluation)
+            fidelity::Evaluator::new(
+                model,
+                &compared,
+                &input_names,
+                samples,
+                path,
+                options.evaluation,
+            )
         };
         let held_out = evaluator(&samples[samples.len() - self.held_out..])?;
         let candidates = self.candidates(&built);
@@ -613,9 +643,10 @@ impl Calibrated<'_> {
             .map(|n| fidelity::Candidate::Op(n.name().to_owned()));
         // MatMuls with dynamic activations (or 4-bit weights) return to FP32 the same way:
         // a kept name is left out of the dynamic plan.
-        let dynamic = (built.rewrite.dynamic_nodes.iter()).map(|n| fidelity::Candidate::Op(n.clone()));
-        let activations = (built.plan.observed_tensors())
-            .map(|t| fidelity::Candidate::Tensor(t.to_owned()));
+        let dynamic =
+            (built.rewrite.dynamic_nodes.iter()).map(|n| fidelity::Candidate::Op(n.clone()));
+        let activations =
+            (built.plan.observed_tensors()).map(|t| fidelity::Candidate::Tensor(t.to_owned()));
         ops.chain(dynamic).chain(activations).collect()
     }
 
@@ -638,27 +669,48 @@ impl Calibrated<'_> {
             rewrite: rewrite_summary,
         } = built;
         let Planned {
-            path, normalized, keep_float_unmatched, ..
+            path,
+            normalized,
+            keep_float_unmatched,
+            ..
         } = self.planned;
         let mut ops_quantized = ops_by_type(normalized.graph(), &plan);
         // Dynamic nodes, by op type, apart from the static ones.
-        let dynamic: HashSet<&str> = (rewrite_summary.dynamic_nodes.iter()).map(String::as_str).collect();
-        for node in normalized.graph().node.iter().filter(|n| dynamic.contains(n.name())) {
-            *ops_quantized.entry(format!("{} (dynamic)", node.op_type())).or_default() += 1;
+        let dynamic: HashSet<&str> = (rewrite_summary.dynamic_nodes.iter())
+            .map(String::as_str)
+            .collect();
+        for node in normalized
+            .graph()
+            .node
+            .iter()
+            .filter(|n| dynamic.contains(n.name()))
+        {
+            *ops_quantized
+                .entry(format!("{} (dynamic)", node.op_type()))
+                .or_default() += 1;
         }
         if rewrite_summary.int4_matmuls > 0 {
             let dynamic = ops_quantized.remove("MatMul (dynamic)").unwrap_or(0);
             ops_quantized.insert("MatMul (int4)".into(), rewrite_summary.int4_matmuls);
             if dynamic > rewrite_summary.int4_matmuls {
-                ops_quantized.insert("MatMul (dynamic)".into(), dynamic - rewrite_summary.int4_matmuls);
+                ops_quantized.insert(
+                    "MatMul (dynamic)".into(),
+                    dynamic - rewrite_summary.int4_matmuls,
+                );
             }
         }
         if rewrite_summary.dynamic.tables > 0 {
-            ops_quantized.insert("embedding table (int8)".into(), rewrite_summary.dynamic.tables);
+            ops_quantized.insert(
+                "embedding table (int8)".into(),
+                rewrite_summary.dynamic.tables,
+            );
         }
         let bytes = quantized.encode_to_vec();
         if bytes.len() > PROTOBUF_LIMIT {
-            return Err(Error::unsupported(path, Unsupported::TooLarge { bytes: bytes.len() }));
+            return Err(Error::unsupported(
+                path,
+                Unsupported::TooLarge { bytes: bytes.len() },
+            ));
         }
         let graph = quantized.graph.unwrap_or_default();
         let report = Report {
@@ -872,7 +924,10 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
         max: 1.0,
     };
     let statistics = Statistics {
-        ranges: plan.observed_tensors().map(|t| (t.to_owned(), unit)).collect(),
+        ranges: plan
+            .observed_tensors()
+            .map(|t| (t.to_owned(), unit))
+            .collect(),
         ..Statistics::default()
     };
     let weights = WeightOptions {
@@ -963,7 +1018,10 @@ fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {
     let (elem, dims) = onnx::declared_tensor(vi).unwrap_or((DataType::Undefined.into(), None));
     TensorInfo {
         name: vi.name().to_owned(),
-        dtype: elem.known().and_then(element_type).unwrap_or(ElementType::F32),
+        dtype: elem
+            .known()
+            .and_then(element_type)
+            .unwrap_or(ElementType::F32),
         shape: dims.unwrap_or_default(),
     }
 }

@@ -132,7 +132,9 @@ fn measure_while(
 
 fn median_ms(times: &mut [Duration]) -> f64 {
     times.sort_unstable();
-    times.get(times.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    times
+        .get(times.len() / 2)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// What `min_speedup` decides for measured latencies `fp32_ms` and `int8_ms`: the report,
@@ -142,7 +144,11 @@ fn median_ms(times: &mut [Duration]) -> f64 {
 /// [`Error::SpeedTarget`] with the figures when INT8 misses a floor above 1, which no
 /// artifact can be shown to reach.
 pub fn check(fp32_ms: f64, int8_ms: f64, min_speedup: f64, path: &Path) -> Result<SpeedReport> {
-    let speedup = if int8_ms > 0.0 { fp32_ms / int8_ms } else { f64::INFINITY };
+    let speedup = if int8_ms > 0.0 {
+        fp32_ms / int8_ms
+    } else {
+        f64::INFINITY
+    };
     let met = speedup >= min_speedup;
     if !met && min_speedup > 1.0 {
         return Err(Error::SpeedTarget {

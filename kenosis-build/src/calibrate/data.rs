@@ -31,8 +31,8 @@ pub struct InputSpec {
 pub fn input_specs(graph: &GraphProto) -> Vec<InputSpec> {
     real_inputs(graph)
         .map(|i| {
-            let (elem_type, dims) = crate::onnx::declared_tensor(i)
-                .unwrap_or((DataType::Undefined.into(), None));
+            let (elem_type, dims) =
+                crate::onnx::declared_tensor(i).unwrap_or((DataType::Undefined.into(), None));
             let dims = dims.unwrap_or_default();
             let mut dim_names = crate::onnx::declared_dim_names(i);
             dim_names.resize(dims.len(), None);
@@ -58,7 +58,10 @@ pub fn input_names(graph: &GraphProto) -> Vec<&str> {
 fn real_inputs(graph: &GraphProto) -> impl Iterator<Item = &crate::onnx::ValueInfoProto> {
     let inits: std::collections::HashSet<&str> =
         graph.initializer.iter().map(|t| t.name()).collect();
-    graph.input.iter().filter(move |i| !inits.contains(i.name()))
+    graph
+        .input
+        .iter()
+        .filter(move |i| !inits.contains(i.name()))
 }
 
 /// The fewest rows of the constant tables Gathers index with `input`, or of the one-hot
@@ -527,14 +530,25 @@ mod tests {
                 ArrayD::from_shape_vec(shape, vec![1, -2, 70000, 4]).unwrap()
             ))
         );
-        let err = read_sample(&cases[1].1, &spec(DataType::Int32, "ids", &[1, 4], None)).unwrap_err();
-        assert!(err.to_string().contains("expects int32 (<i4) data"), "{err}");
-        let err = read_sample(&cases[0].1, &spec(DataType::Double, "x", &[1, 4], None)).unwrap_err();
-        assert!(err.to_string().contains("has element type DOUBLE (11)"), "{err}");
+        let err =
+            read_sample(&cases[1].1, &spec(DataType::Int32, "ids", &[1, 4], None)).unwrap_err();
+        assert!(
+            err.to_string().contains("expects int32 (<i4) data"),
+            "{err}"
+        );
+        let err =
+            read_sample(&cases[0].1, &spec(DataType::Double, "x", &[1, 4], None)).unwrap_err();
+        assert!(
+            err.to_string().contains("has element type DOUBLE (11)"),
+            "{err}"
+        );
         let mut unknown = spec(DataType::Float, "x", &[1, 4], None);
         unknown.elem_type = ElemType::from_code(99);
         let err = read_sample(&cases[0].1, &unknown).unwrap_err();
-        assert!(err.to_string().contains("has element type unknown (99)"), "{err}");
+        assert!(
+            err.to_string().contains("has element type unknown (99)"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,9 +25,9 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::calibrate::data::InputSpec;
-use crate::calibrate::synthetic::{synthesizes_image, synthetic_with_dims, ImageRange};
 use crate::calibrate::session;
 use crate::calibrate::stats::ChannelAxis;
+use crate::calibrate::synthetic::{synthesizes_image, synthetic_with_dims, ImageRange};
 use crate::error::Result;
 use crate::graph::GraphIndex;
 use crate::onnx::{GraphProto, ModelProto};

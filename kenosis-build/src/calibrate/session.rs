@@ -31,11 +31,9 @@ pub fn runtime_used() -> bool {
 /// [`Error::Runtime`] naming `path` when ONNX Runtime cannot create it; every later call
 /// gives the same error.
 pub fn environment(path: &Path) -> Result<&'static ort::environment::Environment> {
-    ENV.get_or_init(|| {
-        (ort::init().with_name("kenosis-build").build()).map_err(OrtFailure::from)
-    })
-    .as_ref()
-    .map_err(|e| Error::runtime(path, e.clone()))
+    ENV.get_or_init(|| (ort::init().with_name("kenosis-build").build()).map_err(OrtFailure::from))
+        .as_ref()
+        .map_err(|e| Error::runtime(path, e.clone()))
 }
 
 /// Creates a session for the encoded model `model_bytes` with the given optimization level

@@ -14,8 +14,8 @@ use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 
 use super::data::InputSpec;
-use super::synthetic::{synthetic_with_dims, ImageRange};
 use super::session;
+use super::synthetic::{synthetic_with_dims, ImageRange};
 use crate::error::{Error, Result};
 use crate::onnx::ModelProto;
 

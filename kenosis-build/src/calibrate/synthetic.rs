@@ -221,9 +221,11 @@ pub fn synthetic_with_dims(
                 _ if synthesizes_image(spec, dims) => {
                     SampleValue::F32(image_like(dims, *range, &mut rng).into_dyn())
                 }
-                Some(DataType::Float) => SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
-                    rng.sample(StandardNormal)
-                })),
+                Some(DataType::Float) => {
+                    SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
+                        rng.sample(StandardNormal)
+                    }))
+                }
                 Some(DataType::Bool) if name.contains("mask") => {
                     SampleValue::Bool(ArrayD::from_elem(shape, true))
                 }
@@ -401,7 +403,10 @@ mod tests {
             let (_, sr) = synthesized(&spec(t, "sr", &[], None), &[]);
             assert!(all_in(&sr, values), "{t:?}: {sr:?}");
         }
-        let (got, mask) = synthesized(&spec(DataType::Bool, "padding_mask", &[1, 256], None), &dims);
+        let (got, mask) = synthesized(
+            &spec(DataType::Bool, "padding_mask", &[1, 256], None),
+            &dims,
+        );
         assert_eq!(got, DataType::Bool);
         assert!(mask.iter().all(|&v| v == 1), "{mask:?}");
         let (_, flags) = synthesized(&spec(DataType::Bool, "flags", &[1, 256], None), &dims);

@@ -13,7 +13,8 @@ use crate::onnx::{attr, tensor, GraphProto, TensorProto};
 /// [`BadOperator`] when a Constant node carries no supported value attribute.
 pub fn extract(graph: &mut GraphProto) -> Result<usize, BadOperator> {
     // Identical payloads (shared weights exported once per use) → one initializer.
-    let mut by_content: HashMap<(crate::onnx::ElemType, Vec<i64>, Vec<u8>), String> = HashMap::new();
+    let mut by_content: HashMap<(crate::onnx::ElemType, Vec<i64>, Vec<u8>), String> =
+        HashMap::new();
     let mut aliases: Vec<(String, String)> = Vec::new();
     let mut removed = 0;
     let mut kept = Vec::with_capacity(graph.node.len());

@@ -131,8 +131,8 @@ impl Matcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{self, node};
     use crate::onnx::attr;
+    use crate::test_support::{self, node};
 
     /// A model at opset 13 over input `x` with the scalar constants the patterns use.
     fn model(nodes: Vec<NodeProto>, outputs: &[&str]) -> ModelProto {

@@ -145,8 +145,8 @@ impl Matcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{self, max_difference_y, node};
     use crate::onnx;
+    use crate::test_support::{self, max_difference_y, node};
 
     /// The written-out layer normalization of `x` over its last axis, as PyTorch exports it
     /// before opset 17, into `y`; `square` is "Pow" or "Mul", `beta` whether β is added.

@@ -366,9 +366,9 @@ pub(crate) fn prune_unused_initializers(graph: &mut onnx::GraphProto) {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_support::{model, node};
     use super::*;
     use crate::onnx::{attr, tensor};
+    use crate::test_support::{model, node};
 
     #[test]
     fn a_two_input_sum_becomes_an_add_and_a_three_input_one_stays() {

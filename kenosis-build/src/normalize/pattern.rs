@@ -139,7 +139,8 @@ pub(super) fn fuse_written_out(
             continue;
         };
         let taken = |i: &usize| used.contains(i) || found.iter().any(|g| g.tail == *i);
-        if types.get(&f.x) != Some(&DataType::Float) || taken(&f.tail) || f.inner.iter().any(taken) {
+        if types.get(&f.x) != Some(&DataType::Float) || taken(&f.tail) || f.inner.iter().any(taken)
+        {
             continue;
         }
         used.extend(f.inner.iter().copied());

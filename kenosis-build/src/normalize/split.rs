@@ -188,8 +188,7 @@ mod tests {
         let mut m = split_graph(Some(&[2, 3, 1]));
         let g = m.graph.as_mut().unwrap();
         g.initializer.clear();
-        g.input
-            .push(crate::test_support::float_value("sizes"));
+        g.input.push(crate::test_support::float_value("sizes"));
         let mut names = NameGen::new(g);
         assert_eq!(as_slices(g, &mut names), 0);
     }

@@ -173,24 +173,36 @@ impl<'m> Builder<'m> {
         };
         // Dynamic nodes are kept out of the static placement, then rewritten after it (its
         // rewrite only appends nodes, so their indices hold).
-        let dynamic_plan = (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
-            let costs = self.target_cpu.map(KernelCosts::of);
-            let float = match self.int4_block {
-                Some(_) => &self.requested_float,
-                None => &kept.ops,
-            };
-            dynamic::plan(graph, self.types, float, costs.as_ref())
-        });
+        let dynamic_plan =
+            (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
+                let costs = self.target_cpu.map(KernelCosts::of);
+                let float = match self.int4_block {
+                    Some(_) => &self.requested_float,
+                    None => &kept.ops,
+                };
+                dynamic::plan(graph, self.types, float, costs.as_ref())
+            });
         // MatMuls a fidelity target keeps, which 4-bit weights give int8 ones instead.
         let int8_fallback: HashSet<String> = match self.int4_block {
-            Some(_) => kept.ops.difference(&self.requested_float).cloned().collect(),
+            Some(_) => kept
+                .ops
+                .difference(&self.requested_float)
+                .cloned()
+                .collect(),
             None => HashSet::new(),
         };
         let mut dynamic_names: HashSet<String> = HashSet::new();
         if let Some(d) = &dynamic_plan {
             dynamic_names.extend(d.node_names(graph).map(str::to_owned));
-            let float = (d.slower.iter().map(|&i| (i, dynamic::DYNAMIC_SLOWER_REASON)))
-                .chain(d.small_tables.iter().map(|&i| (i, dynamic::SMALL_TABLE_REASON)));
+            let float = (d
+                .slower
+                .iter()
+                .map(|&i| (i, dynamic::DYNAMIC_SLOWER_REASON)))
+            .chain(
+                d.small_tables
+                    .iter()
+                    .map(|&i| (i, dynamic::SMALL_TABLE_REASON)),
+            );
             for (i, reason) in float {
                 let name = graph.node[i].name().to_owned();
                 (options.keep_float_reasons).insert(name.clone(), reason.into());
@@ -230,7 +242,11 @@ impl<'m> Builder<'m> {
             }
         };
         let mut plan = plan;
-        for f in plan.float_nodes.iter_mut().filter(|f| int8_fallback.contains(&f.name) && dynamic_names.contains(&f.name)) {
+        for f in plan
+            .float_nodes
+            .iter_mut()
+            .filter(|f| int8_fallback.contains(&f.name) && dynamic_names.contains(&f.name))
+        {
             f.reason = INT8_FALLBACK_REASON.into();
         }
         let mut summary = rewrite::rewrite(
@@ -254,7 +270,13 @@ impl<'m> Builder<'m> {
             summary.dynamic = match self.int4_block {
                 None => dynamic::rewrite(graph, d, self.weights.reduce_range)?,
                 Some(block) => {
-                    let (nbits, dynamic) = crate::quantize::int4::rewrite(graph, d, block, self.weights.reduce_range, &int8_fallback)?;
+                    let (nbits, dynamic) = crate::quantize::int4::rewrite(
+                        graph,
+                        d,
+                        block,
+                        self.weights.reduce_range,
+                        &int8_fallback,
+                    )?;
                     summary.int4_matmuls = nbits;
                     dynamic
                 }

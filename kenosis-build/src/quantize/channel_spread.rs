@@ -103,7 +103,10 @@ fn computed_by_weighted_op(graph: &GraphProto, index: &GraphIndex, tensors: Vec<
             continue;
         }
         let node = &graph.node[p];
-        if matches!(crate::ops::rule_of(node), crate::ops::OpRule::Weighted { .. }) {
+        if matches!(
+            crate::ops::rule_of(node),
+            crate::ops::OpRule::Weighted { .. }
+        ) {
             return true;
         }
         stack.extend(node.input.iter().cloned());
@@ -130,8 +133,8 @@ fn is_pointwise(op_type: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::node;
     use crate::onnx::{attr, tensor};
+    use crate::test_support::node;
 
     /// `x → Slice → Conv (stem) → QuickGelu → Conv (depthwise, 4 channels) → y`, with the
     /// Slice replaced by a Conv when `deep`.

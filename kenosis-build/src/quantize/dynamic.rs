@@ -173,7 +173,10 @@ fn is_lookup(graph: &GraphProto, index: &GraphIndex, node: &NodeProto, min_value
 /// The share of constant weights (MatMul and Gemm weights, embedding tables, Conv weights)
 /// held by the MatMuls, Gemms and tables the dynamic form can take, in `[0, 1]`: a
 /// transformer encoder's is near 1, a CNN's a classifier head's share.
-pub fn matmul_weight_share(graph: &GraphProto, types: &std::collections::HashMap<String, DataType>) -> f64 {
+pub fn matmul_weight_share(
+    graph: &GraphProto,
+    types: &std::collections::HashMap<String, DataType>,
+) -> f64 {
     let index = GraphIndex::new(graph);
     let is_float = |t: &str| types.get(t) == Some(&DataType::Float);
     let size = |name: &str| {
@@ -329,7 +332,11 @@ pub fn rewrite(
             names.fresh(&format!("{base}_scales")),
             names.fresh(&format!("{base}_scaled")),
         ];
-        let product_out = if bias.is_some() { scaled.clone() } else { y.clone() };
+        let product_out = if bias.is_some() {
+            scaled.clone()
+        } else {
+            y.clone()
+        };
         nodes.push(make_node(
             "MatMulInteger",
             names.fresh(&format!("{base}_MatMulInteger")),
@@ -393,7 +400,11 @@ pub fn rewrite(
                 ];
                 initializers.push(tensor::from_i8(&made[0], &dims, &q.codes));
                 initializers.push(tensor::from_f32(&made[1], &columns, &q.scales));
-                initializers.push(tensor::from_i8(&made[2], &columns, &vec![0; q.scales.len()]));
+                initializers.push(tensor::from_i8(
+                    &made[2],
+                    &columns,
+                    &vec![0; q.scales.len()],
+                ));
                 tables.insert(table_name.clone(), made.clone());
                 summary.tables += 1;
                 made
@@ -512,7 +523,9 @@ mod tests {
     #[test]
     fn a_gemm_with_transposed_weight_keeps_its_product_and_bias() {
         let (k, n) = (64usize, 80usize);
-        let w: Vec<f32> = (0..k * n).map(|e| ((e * 7919) % 255) as f32 / 255.0 - 0.5).collect();
+        let w: Vec<f32> = (0..k * n)
+            .map(|e| ((e * 7919) % 255) as f32 / 255.0 - 0.5)
+            .collect();
         let mut gemm = named("Gemm", "fc", &["x", "w", "c"], &["y"]);
         gemm.attribute = vec![
             attr::make_int("transB", 1),
@@ -530,9 +543,13 @@ mod tests {
         };
         let plan = plan(&graph, &types(&["x", "y"]), &HashSet::new(), None);
         assert_eq!(plan.matmuls, [DynamicMatMul { node: 0, k, n }]);
-        let (matrix, bias) =
-            weight_matrix(&graph, &GraphIndex::new(&graph), &graph.node[0], &plan.matmuls[0])
-                .unwrap();
+        let (matrix, bias) = weight_matrix(
+            &graph,
+            &GraphIndex::new(&graph),
+            &graph.node[0],
+            &plan.matmuls[0],
+        )
+        .unwrap();
         // Element (row r, column c) of the [K, N] matrix is alpha · w[c][r].
         assert_eq!(matrix[3 * n + 5], 2.0 * w[5 * k + 3]);
         assert_eq!(bias, Some((vec![n as i64], vec![0.5; n])));

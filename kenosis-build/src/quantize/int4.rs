@@ -50,7 +50,10 @@ pub fn pack(w: &[f32], k: usize, n: usize, block_size: usize) -> Packed {
     for col in 0..n {
         for b in 0..blocks {
             let rows = b * block_size..((b + 1) * block_size).min(k);
-            let max = rows.clone().map(|r| w[r * n + col].abs()).fold(0f32, f32::max);
+            let max = rows
+                .clone()
+                .map(|r| w[r * n + col].abs())
+                .fold(0f32, f32::max);
             let scale = if max > 0.0 { max / 7.0 } else { 1.0 };
             scales[col * blocks + b] = scale;
             let out = &mut codes[(col * blocks + b) * blob..][..blob];
@@ -106,11 +109,10 @@ pub fn rewrite(
 ) -> Result<(usize, DynamicSummary), BadTensor> {
     let index = GraphIndex::new(graph);
     let mut names = NameGen::new(graph);
-    let (matmuls, int8_ops): (Vec<_>, Vec<_>) = (plan.matmuls.iter().cloned())
-        .partition(|m| {
-            let node = &graph.node[m.node];
-            node.op_type() == "MatMul" && !int8.contains(node.name())
-        });
+    let (matmuls, int8_ops): (Vec<_>, Vec<_>) = (plan.matmuls.iter().cloned()).partition(|m| {
+        let node = &graph.node[m.node];
+        node.op_type() == "MatMul" && !int8.contains(node.name())
+    });
     let mut nodes: Vec<NodeProto> = Vec::new();
     let mut removed: HashSet<usize> = HashSet::new();
     for m in &matmuls {
@@ -123,10 +125,14 @@ pub fn rewrite(
             names.fresh(&format!("{w_name}_int4_scales")),
         );
         let dims = [m.n as i64, packed.blocks as i64, (block_size / 2) as i64];
-        graph.initializer.push(tensor::from_u8(&codes, &dims, &packed.codes));
         graph
             .initializer
-            .push(tensor::from_f32(&scales, &[packed.scales.len() as i64], &packed.scales));
+            .push(tensor::from_u8(&codes, &dims, &packed.codes));
+        graph.initializer.push(tensor::from_f32(
+            &scales,
+            &[packed.scales.len() as i64],
+            &packed.scales,
+        ));
         let mut nbits = make_node(
             "MatMulNBits",
             names.fresh(&format!("{}_MatMulNBits", node.name())),
@@ -186,14 +192,20 @@ mod tests {
             .map(|e| ((e * 7919) % 1000) as f32 / 1000.0 - 0.5)
             .collect();
         let packed = pack(&w, k, n, block);
-        assert_eq!(packed.blocks, 3, "70 rows: two full blocks and a padded one");
+        assert_eq!(
+            packed.blocks, 3,
+            "70 rows: two full blocks and a padded one"
+        );
         assert_eq!(packed.codes.len(), n * 3 * 16);
         let back = unpack(&packed, k, n, block);
         for col in 0..n {
             for r in 0..k {
                 let scale = packed.scales[col * 3 + r / block];
                 let err = (back[r * n + col] - w[r * n + col]).abs();
-                assert!(err <= scale / 2.0 + 1e-6, "row {r} col {col}: {err} > {scale}/2");
+                assert!(
+                    err <= scale / 2.0 + 1e-6,
+                    "row {r} col {col}: {err} > {scale}/2"
+                );
             }
         }
         // Each block's largest magnitude is code ±7 exactly.

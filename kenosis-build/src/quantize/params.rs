@@ -44,10 +44,7 @@ impl ActivationParams {
         }
         let scale = ((max - min) / 255.0) as f32;
         let zero_point = round_half_even(-min / f64::from(scale)).clamp(0.0, 255.0) as u8;
-        Self {
-            scale,
-            zero_point,
-        }
+        Self { scale, zero_point }
     }
 
     /// Like [`Self::from_range`] for a tensor that feeds straight into a Clip/Relu absorbed by

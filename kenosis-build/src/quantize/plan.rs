@@ -14,8 +14,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::graph::GraphIndex;
-use crate::ops::{is_depthwise, rule_of, OpRule};
 use crate::onnx::{attr, tensor, DataType, GraphProto, NodeProto};
+use crate::ops::{is_depthwise, rule_of, OpRule};
 
 /// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
 /// `com.microsoft` `BiasSoftmax`) other than the `QuickGelu`, `Gelu` and `FastGelu`
@@ -832,7 +832,12 @@ mod tests {
             node: vec![
                 named("Conv", "Conv", &["x", "w", "b"], &["conv"]),
                 named("Relu", "Relu", &["conv"], &["relu"]),
-                named("GlobalAveragePool", "GlobalAveragePool", &["relu"], &["pool"]),
+                named(
+                    "GlobalAveragePool",
+                    "GlobalAveragePool",
+                    &["relu"],
+                    &["pool"],
+                ),
                 named("Softmax", "Softmax", &["pool"], &["prob"]),
             ],
             initializer: vec![

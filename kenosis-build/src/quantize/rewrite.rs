@@ -426,7 +426,11 @@ pub fn rewrite(
         edits.nodes.push(make_node(
             "QuantizeLinear",
             edits.names.fresh(&format!("{name}_QuantizeLinear")),
-            vec![name.clone(), q.scale_name.clone(), q.zero_point_name.clone()],
+            vec![
+                name.clone(),
+                q.scale_name.clone(),
+                q.zero_point_name.clone(),
+            ],
             vec![quantized.clone()],
             vec![],
         ));

@@ -1,5 +1,5 @@
-//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: clippy with
-//! warnings denied, the published crates packaged (`cargo package`), every test (the edge
+//! `cargo xtask test [CARGO TEST ARGS]`: the workspace's tests, as CI runs them: a format
+//! check (see `formatted`), the module layering, clippy with warnings denied, the published crates packaged (`cargo package`), every test (the edge
 //! tests cross-built for aarch64 and run under qemu), then every fuzz target for a bounded
 //! time. With `-p`, only `cargo test` of those packages.
 
@@ -45,6 +45,7 @@ pub fn run(_args: Args) -> Result<ExitCode> {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
     }
     if full {
+        formatted()?;
         super::layers::run(super::layers::Args {})?;
         clippy(&ort)?;
         cmd.env("KENOSIS_PACKAGED_DIR", package(&ort)?);
@@ -84,6 +85,39 @@ fn fuzz() -> Result<ExitCode> {
 }
 
 /// `cargo clippy --workspace --all-targets -- -D warnings`: a warning fails the run.
+/// Checks that the code is formatted: `cargo fmt --all --check`, then `rustfmt --check` on
+/// every file of `kenosis-build/src`, whose stage modules are declared inside a macro
+/// (`internal_modules!`), where `cargo fmt` does not follow them.
+fn formatted() -> Result<()> {
+    let mut cmd =
+        std::process::Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args(["fmt", "--all", "--check"]);
+    if !cmd.status()?.success() {
+        bail!("`cargo fmt --all --check` found unformatted code; run `cargo fmt --all`");
+    }
+    let src = crate::workspace_root().join("kenosis-build").join("src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let status = std::process::Command::new("rustfmt")
+        .args(["--check", "--edition", "2021"])
+        .args(&files)
+        .status()?;
+    if !status.success() {
+        bail!("rustfmt found unformatted files in kenosis-build/src (declared inside internal_modules!, which `cargo fmt` skips); run rustfmt --edition 2021 on them");
+    }
+    Ok(())
+}
+
 fn clippy(ort: &ort::OrtEnv) -> Result<()> {
     let mut cmd = cargo::command(ort);
     cmd.args([
