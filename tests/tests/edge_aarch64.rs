@@ -402,6 +402,8 @@ kenosis-build = {{ version = "0.1", default-features = false }}
 
 [profile.release.package.kenosis-build]
 opt-level = 3
+[profile.release.package.zstd-sys]
+opt-level = 3
 
 [patch.crates-io]
 {patches}
