@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::onnx::{GraphProto, NodeRef};
+use crate::onnx::{GraphProto, NodeProto, NodeRef};
 
 /// Who produces and who consumes each tensor name of one graph (not of its subgraphs).
 #[derive(Debug, Default)]
@@ -154,6 +154,19 @@ pub fn topological_order(
         return Err(Malformed::Cycle(NodeRef::of(&graph.node[stuck])));
     }
     Ok(order)
+}
+
+/// Removes the nodes at the indices in `removed` from `graph` (the others keep their order)
+/// and appends `added` after them; the caller sorts the graph again where order matters.
+pub fn replace_nodes(graph: &mut GraphProto, removed: &HashSet<usize>, added: Vec<NodeProto>) {
+    let kept: Vec<NodeProto> = std::mem::take(&mut graph.node)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !removed.contains(i))
+        .map(|(_, n)| n)
+        .collect();
+    graph.node = kept;
+    graph.node.extend(added);
 }
 
 /// Reorders `graph.node` topologically (see [`topological_order`]).

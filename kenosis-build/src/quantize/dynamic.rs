@@ -426,14 +426,7 @@ pub fn rewrite(
         removed.insert(i);
     }
 
-    let kept: Vec<NodeProto> = std::mem::take(&mut graph.node)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !removed.contains(i))
-        .map(|(_, n)| n)
-        .collect();
-    graph.node = kept;
-    graph.node.extend(nodes);
+    crate::graph::replace_nodes(graph, &removed, nodes);
     graph.initializer.extend(initializers);
     crate::normalize::prune_unused_initializers(graph);
     Ok(summary)

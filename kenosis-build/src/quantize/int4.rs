@@ -156,14 +156,7 @@ pub fn rewrite(
     };
     let int8_names = names_of(&mut int8_ops.iter().map(|m| m.node));
     let table_names = names_of(&mut plan.tables.iter().copied());
-    let kept: Vec<NodeProto> = std::mem::take(&mut graph.node)
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !removed.contains(i))
-        .map(|(_, n)| n)
-        .collect();
-    graph.node = kept;
-    graph.node.extend(nodes);
+    crate::graph::replace_nodes(graph, &removed, nodes);
     let position = |name: &String| graph.node.iter().position(|n| n.name() == name);
     let rest = DynamicPlan {
         matmuls: (int8_ops.iter().zip(&int8_names))
