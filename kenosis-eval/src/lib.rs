@@ -150,6 +150,26 @@ pub fn calibration(samples: &[Array4<f32>]) -> CalibrationData {
     }
 }
 
+/// Every output of `session` on `sample` (inputs `names`), flattened; non-float outputs are
+/// empty.
+pub fn run_sample(
+    session: &mut Session,
+    names: &[String],
+    sample: &[SampleValue],
+) -> Vec<Vec<f32>> {
+    use kenosis_build::calibrate::session::{borrowed, sample_inputs};
+    let inputs = sample_inputs(names, sample, Path::new("kenosis-eval")).expect("inputs");
+    let outputs = session.run(borrowed(&inputs)).expect("run");
+    outputs
+        .iter()
+        .map(|(_, v)| {
+            v.try_extract_tensor::<f32>()
+                .map(|(_, x)| x.to_vec())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// An ORT session (1 intra-op thread) at `level`, optionally saving the optimized graph.
 pub fn session(
     bytes: &[u8],

@@ -13,7 +13,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::{CalibrationData, SampleValue};
 use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
 use kenosis_eval::*;
@@ -76,20 +75,6 @@ fn photo(path: &Path, h: u32, w: u32, bgr: bool, f: impl Fn(usize, f32) -> f32) 
     out
 }
 
-/// Runs a model on named inputs, returning every float output flattened (by output index).
-fn run_all(session: &mut Session, names: &[String], sample: &[SampleValue]) -> Vec<Vec<f32>> {
-    let inputs = sample_inputs(names, sample, Path::new("test")).expect("inputs");
-    let outputs = session.run(borrowed(&inputs)).expect("run");
-    outputs
-        .iter()
-        .map(|(_, v)| {
-            v.try_extract_tensor::<f32>()
-                .map(|(_, x)| x.to_vec())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// Mean cosine of output `k` of `int8` against `fp32` over `samples`.
 fn mean_cosine(
     fp32: &[u8],
@@ -102,7 +87,12 @@ fn mean_cosine(
     let mut b = session(int8, GraphOptimizationLevel::All, None);
     let total: f64 = samples
         .iter()
-        .map(|s| cosine(&run_all(&mut a, names, s)[k], &run_all(&mut b, names, s)[k]))
+        .map(|s| {
+            cosine(
+                &run_sample(&mut a, names, s)[k],
+                &run_sample(&mut b, names, s)[k],
+            )
+        })
         .sum();
     total / samples.len() as f64
 }
@@ -334,7 +324,7 @@ fn ppocr_det_stays_close_with_synthetic_calibration() {
         .rev()
         .map(|f| image_samples(vec![photo(f, 640, 640, true, paddle_det)]).remove(0))
         .filter(|s| {
-            run_all(&mut reference, &names, s)[0]
+            run_sample(&mut reference, &names, s)[0]
                 .iter()
                 .any(|&p| p > 0.5)
         })

@@ -5,17 +5,15 @@
 //! fetches it); without it, or without the licence texts, the test skips with a note, except
 //! under `CI=true`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::{CalibrationData, SampleValue};
 use kenosis_build::fidelity::cosine;
 use kenosis_build::kernels::{IntegerKernels, TargetCpu};
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
-use kenosis_eval::{fetched_models_dir, session};
+use kenosis_eval::{fetched_models_dir, run_sample, session};
 use ort::session::builder::GraphOptimizationLevel;
-use ort::session::Session;
 
 /// Tokens per window: `[CLS]`, 62 tokens of running text, `[SEP]`.
 const TOKENS: usize = 64;
@@ -48,19 +46,6 @@ fn native_options() -> QuantizeOptions {
     }
 }
 
-/// Every output of `session` on `sample`, flattened (non-float outputs empty).
-fn outputs(session: &mut Session, names: &[String], sample: &[SampleValue]) -> Vec<Vec<f32>> {
-    let inputs = sample_inputs(names, sample, Path::new("test")).expect("inputs");
-    let out = session.run(borrowed(&inputs)).expect("run");
-    out.iter()
-        .map(|(_, v)| {
-            v.try_extract_tensor::<f32>()
-                .map(|(_, x)| x.to_vec())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// Per evaluation window, the cosine of the mean-pooled embedding (output `pooled`), and per
 /// token the cosine of its `dim`-wide embedding (output `tokens`).
 fn cosines(
@@ -74,7 +59,7 @@ fn cosines(
     let mut b = session(int8, GraphOptimizationLevel::All, None);
     let (mut pooled_cos, mut token_cos) = (Vec::new(), Vec::new());
     for s in samples {
-        let (x, y) = (outputs(&mut a, &names, s), outputs(&mut b, &names, s));
+        let (x, y) = (run_sample(&mut a, &names, s), run_sample(&mut b, &names, s));
         pooled_cos.push(cosine(&x[pooled], &y[pooled]));
         for (u, v) in x[tokens].chunks(dim).zip(y[tokens].chunks(dim)) {
             token_cos.push(cosine(u, v));
