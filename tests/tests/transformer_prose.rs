@@ -79,17 +79,28 @@ fn mean(v: &[f64]) -> f64 {
 /// and the word and position embedding tables int8, no float weight of 4096 values or more.
 #[test]
 fn minilm_on_prose_meets_the_transformer_targets() {
+    build_and_check(&native_options());
+}
+
+/// The same targets for the defaults of a generic x86-64 build (no `-C target-cpu`), whose
+/// weights must not saturate the `VPMADDUBSW` pairs of x86 CPUs without VNNI.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn minilm_generic_x86_build_meets_the_transformer_targets() {
+    let options = QuantizeOptions::default();
+    assert_eq!(options.target_cpu, TargetCpu::X86);
+    assert!(options.reduce_range);
+    build_and_check(&options);
+}
+
+/// Quantizes MiniLM-L3 with `options`, calibrated on prose, and checks the targets.
+fn build_and_check(options: &QuantizeOptions) {
     let Some((path, calibration, evaluation)) = minilm_and_prose() else {
         return;
     };
     let fp32 = std::fs::read(&path).expect("model file");
-    let q = quantize(
-        &path,
-        &fp32,
-        &Calibration::Data(calibration),
-        &native_options(),
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let q = quantize(&path, &fp32, &Calibration::Data(calibration), options)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     check_default_build(&fp32, &q, &evaluation);
 }
 

@@ -268,8 +268,9 @@ pub fn plan(
 
 /// Rewrites the nodes `plan` names (computed on this `graph`, whose nodes must not have
 /// moved since) into the dynamic form described in the [module docs](self): weights as int8
-/// with per-column scales (7-bit with `reduce_range`, for x86 kernels without VNNI, whose
-/// `VPMADDUBSW` pairs saturate on 8-bit weights), tables as int8 with per-column scales.
+/// with per-column scales (with `reduce_range`, for x86 kernels without VNNI whose
+/// `VPMADDUBSW` pairs saturate on 8-bit weights, on the pair-safe grid of
+/// [`weights::quantize_pair_safe`]), tables as int8 with per-column scales.
 /// The rewritten nodes keep their output names; the caller sorts the graph topologically
 /// afterwards.
 ///
@@ -314,7 +315,11 @@ pub fn rewrite(
             .clone();
         let (w, bias) = weight_matrix(graph, &index, node, m)?;
         let dims = [m.k as i64, m.n as i64];
-        let q = weights::quantize(&w, &dims, Some(1), reduce_range, None);
+        let q = if reduce_range {
+            weights::quantize_pair_safe(&w, &dims, 1, None)
+        } else {
+            weights::quantize(&w, &dims, Some(1), false, None)
+        };
         let base = node.name().to_owned();
         let w_name = &node.input[1];
         let [w_q, w_scale, w_zero] = [

@@ -58,6 +58,10 @@ pub struct RewriteSummary {
     /// bit saves.
     #[serde(default)]
     pub weights_full_range: usize,
+    /// MatMul and Gemm weights given pair-safe codes under reduce-range
+    /// ([`super::weights::quantize_pair_safe`]) instead of 7-bit ones.
+    #[serde(default)]
+    pub weights_pair_safe: usize,
     /// MatMuls, Gemms and embedding tables quantized with dynamic activations (see
     /// [`super::dynamic`]).
     #[serde(default)]
@@ -336,10 +340,12 @@ pub fn rewrite(
             bias_slot,
             gemm_beta,
             full_range,
+            pair_safe,
             gptq_rounded,
             bias_corrected,
         } = op;
         summary.weights_full_range += usize::from(full_range);
+        summary.weights_pair_safe += usize::from(pair_safe);
         summary.weights_gptq_rounded += usize::from(gptq_rounded);
         summary.biases_corrected += usize::from(bias_corrected);
         // Named after the weight, as ORT's quantizer does; a weight shared by several nodes
@@ -512,13 +518,16 @@ struct WeightedOp {
     gemm_beta: f32,
     /// 8-bit codes although reduce-range was asked for.
     full_range: bool,
+    /// Codes on the pair-safe grid of [`weights::quantize_pair_safe`] (reduce-range asked).
+    pair_safe: bool,
     gptq_rounded: bool,
     bias_corrected: bool,
 }
 
 /// Quantizes the weight of the op planned by `wp`, whose data input has parameters `x`:
 /// per-channel or per-tensor scales, GPTQ codes where its input patches were observed, the
-/// 8-bit choice of [`super::saturation`] under reduce-range, and bias correction.
+/// 8-bit choice of [`super::saturation`] (Convs) or the pair-safe grid (MatMul, Gemm) under
+/// reduce-range, and bias correction.
 ///
 /// # Errors
 /// [`BadTensor`] when the weight or bias payload cannot be read.
@@ -567,7 +576,13 @@ fn quantize_weighted(
         .filter(|_| options.gptq_rounding)
         .and_then(PatchGram::matrix)
         .and_then(|(len, h)| super::gptq::factor(h, len));
+    // MatMul and Gemm weights (2-D, per channel) without GPTQ codes: the pair-safe grid.
+    let pair_safe_axis = axis.filter(|_| dims.len() == 2 && factor.is_none());
     let quantize = |reduce_range| {
+        if let Some(a) = pair_safe_axis.filter(|_| reduce_range) {
+            let q = weights::quantize_pair_safe(&w_values, &dims, a, min_scales.as_deref());
+            return (q, false);
+        }
         let mut q = weights::quantize(&w_values, &dims, axis, reduce_range, min_scales.as_deref());
         let rows = dims.first().map_or(0, |&o| o as usize);
         let gptq = factor
@@ -617,6 +632,7 @@ fn quantize_weighted(
         bias_slot,
         gemm_beta,
         full_range: options.reduce_range && !reduce_range,
+        pair_safe: reduce_range && pair_safe_axis.is_some(),
         gptq_rounded,
         bias_corrected,
     })
