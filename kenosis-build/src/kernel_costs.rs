@@ -18,10 +18,12 @@
 //! rows are estimates from it, each with its reason below, until a machine of that class
 //! measures them.
 
+use serde::{Deserialize, Serialize};
+
 use crate::kernels::TargetCpu;
 
 /// Relative kernel costs, in FP32 dense multiply-adds (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct KernelCosts {
     /// One multiply-add of an int8 dense Conv, ConvTranspose, Gemm or MatMul.
     pub int8_dense: f64,
@@ -63,6 +65,54 @@ impl KernelCosts {
                 int8_depthwise: 2.2,
                 ..Self::of(TargetCpu::X86Vnni)
             },
+        }
+    }
+}
+
+/// The kernel costs a placement prices with, and where they come from (for the report).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    /// The target's CPU class.
+    pub cpu: TargetCpu,
+    /// The costs: measured on the build machine, or the class's row of the table.
+    pub costs: KernelCosts,
+    /// Whether [`costs`](Self::costs) were measured on the build machine
+    /// (`crate::kernel_bench`), which builds for the build machine's own class do.
+    pub measured: bool,
+}
+
+impl Pricing {
+    /// Prices for class `cpu`: `measured` costs when given, else the class's table row.
+    pub fn new(cpu: TargetCpu, measured: Option<KernelCosts>) -> Self {
+        Self {
+            cpu,
+            costs: measured.unwrap_or_else(|| KernelCosts::of(cpu)),
+            measured: measured.is_some(),
+        }
+    }
+
+    /// These prices with every domain change (conversions and layout changes) costing
+    /// `factor` times more: the placement then returns to FP32 the regions whose estimated
+    /// saving covers their boundaries by the thinnest margin first. The speed check's
+    /// revision, when a finished artifact measures slower than FP32.
+    pub fn with_boundaries_scaled(self, factor: f64) -> Self {
+        Self {
+            costs: KernelCosts {
+                conversion: self.costs.conversion * factor,
+                layout: self.costs.layout * factor,
+                ..self.costs
+            },
+            ..self
+        }
+    }
+
+    /// `kernel costs measured on this machine`, or `x86_vnni kernel costs` (the class's
+    /// table row), for the build's reasons and report.
+    pub fn describe(&self) -> String {
+        if self.measured {
+            "kernel costs measured on this machine".to_owned()
+        } else {
+            format!("{} kernel costs", self.cpu.canonical())
         }
     }
 }

@@ -60,6 +60,18 @@ impl IntegerKernels {
         (triple.is_empty() || arch == std::env::consts::ARCH) && self == Self::of_host()
     }
 
+    /// Whether a latency measured on the machine this code runs on speaks for target
+    /// `triple` (empty: this machine) whose kernels are `self`: the same architecture, and
+    /// either the same integer kernels ([`run_here`](Self::run_here)) or a target that may
+    /// lack VNNI on a build machine that has it. The generic x86-64 target is the second
+    /// case: its binary runs on this machine too, and an INT8 model slower than FP32 with
+    /// VNNI's kernels is slower without them, whose dense int8 kernel is the slower one.
+    pub fn timed_here(self, triple: &str) -> bool {
+        let arch = triple.split('-').next().unwrap_or_default();
+        let same_arch = triple.is_empty() || arch == std::env::consts::ARCH;
+        same_arch && (self == Self::of_host() || self == Self::SaturatingPairs)
+    }
+
     /// Whether weights should be 7-bit (reduce-range) for these kernels: only where pair sums
     /// saturate; elsewhere 8-bit weights halve the rounding error at the same speed.
     pub fn wants_reduce_range(self) -> bool {
@@ -219,6 +231,23 @@ mod tests {
         );
         assert!(of("x86_64-unknown-linux-gnu", avx2).wants_reduce_range());
         assert!(!of("aarch64-unknown-linux-gnu", "neon").wants_reduce_range());
+    }
+
+    #[test]
+    fn a_generic_target_is_timed_on_its_architecture_and_a_vnni_one_only_with_vnni() {
+        use IntegerKernels::{Exact, SaturatingPairs};
+        let host = IntegerKernels::of_host();
+        let here = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+        assert!(host.timed_here(""));
+        assert!(host.timed_here(&here));
+        if cfg!(target_arch = "x86_64") {
+            // The generic x86-64 target, whatever this CPU has.
+            assert!(SaturatingPairs.timed_here(&here));
+            // A VNNI target only where this CPU has VNNI too.
+            assert_eq!(Exact.timed_here(&here), host == Exact);
+        }
+        assert!(!host.timed_here("riscv64gc-unknown-linux-gnu"));
+        assert!(!SaturatingPairs.timed_here("powerpc64le-unknown-linux-gnu"));
     }
 
     #[test]

@@ -60,6 +60,7 @@ internal_modules!(
     error,
     fidelity,
     graph,
+    kernel_bench,
     kernel_costs,
     kernels,
     normalize,
@@ -320,7 +321,9 @@ impl Config {
         let build_target = options::build_target(target_kernels);
         let evaluation =
             kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
-        let host_runs_target = target_kernels.run_here(&target);
+        let host_runs_target = target_kernels.timed_here(&target);
+        // The build machine's kernel costs price the placement of a target of its own class.
+        let costs_here = target_kernels.run_here(&target);
         let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
             host_runs_target,
             target_cpu,
@@ -410,6 +413,7 @@ impl Config {
         let config_keep_float = self.options.keep_float.as_deref().unwrap_or_default();
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
+        let measured = std::cell::OnceCell::new();
         for model in &models {
             let mut calib = model
                 .calibration_npy_dir
@@ -424,14 +428,19 @@ impl Config {
                     calib = Some(expand_out_dir(dir, &out_dir));
                 }
             }
-            let entry = self.compile_one(
-                &manifest_dir,
-                &artifacts_dir,
-                &cache,
-                model,
-                calib.as_ref(),
-                &model_options,
-            );
+            let path = manifest_dir.join(&model.path);
+            let entry = measured_costs(&model_options, costs_here, &cache, &path, &measured)
+                .and_then(|costs| {
+                    model_options.measured_costs = costs;
+                    self.compile_one(
+                        &manifest_dir,
+                        &artifacts_dir,
+                        &cache,
+                        model,
+                        calib.as_ref(),
+                        &model_options,
+                    )
+                });
             manifest.models.push(match (entry, &model.call) {
                 (Ok((entry, unmatched)), call) => {
                     if let Some(call) = call {
@@ -588,6 +597,44 @@ const CACHE_DIR_ENV: &str = "KENOSIS_CACHE_DIR";
 /// Set by docs.rs, whose builds have neither ONNX Runtime nor network (`ort-sys` skips linking
 /// under it too).
 const DOCS_RS_ENV: &str = "DOCS_RS";
+
+/// The kernel costs measured on this machine (see `kernel_bench`; measured once per machine
+/// and kept in the cache folder, then remembered in `memo` for the build) for a model whose
+/// `options` return slower regions to FP32, when `costs_here` (the target is of this
+/// machine's own CPU class); `None` otherwise, and in documentation-only builds, which run
+/// no ONNX Runtime. `path` names the model in errors.
+///
+/// # Errors
+/// [`Error::Runtime`] when ONNX Runtime fails on the micro-benchmarks, [`Error::Io`] when
+/// their results cannot be kept.
+fn measured_costs(
+    options: &QuantizeOptions,
+    costs_here: bool,
+    cache: &cache::Cache,
+    path: &Path,
+    memo: &std::cell::OnceCell<kernel_costs::KernelCosts>,
+) -> Result<Option<kernel_costs::KernelCosts>> {
+    if !options.fp32_where_faster || !costs_here || cfg!(kenosis_docs_rs) {
+        return Ok(None);
+    }
+    if cargo::env(DOCS_RS_ENV).is_some() {
+        return Ok(None);
+    }
+    if let Some(costs) = memo.get() {
+        return Ok(Some(*costs));
+    }
+    #[cfg(not(kenosis_docs_rs))]
+    {
+        let table = kernel_costs::KernelCosts::of(options.target_cpu);
+        let measured = kernel_bench::cached(cache.dir(), &table, path)?;
+        Ok(Some(*memo.get_or_init(|| measured.costs)))
+    }
+    #[cfg(kenosis_docs_rs)]
+    {
+        let _ = (cache, path);
+        Ok(None)
+    }
+}
 
 /// The manifest entry of `model` for a documentation-only build (see [`DOCS_RS_ENV`]): an
 /// empty artifact file, enough for `include_quantized!`'s `include_bytes!` and the typed

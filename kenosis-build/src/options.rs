@@ -7,6 +7,7 @@ use kenosis_options::{BuildTarget, Options};
 
 use crate::error::{Error, Result};
 use crate::fidelity;
+use crate::kernel_costs::KernelCosts;
 use crate::kernels::{Evaluation, IntegerKernels, TargetCpu};
 
 /// Generates the [`Config`](crate::Config) setters from the table's `artifact` entries;
@@ -80,6 +81,11 @@ macro_rules! define_build_options {
             /// FP32 (see [`crate::quantize::domain`]): the build machine's class from
             /// [`QuantizeOptions::resolve`], set by `Config::compile` from the target.
             pub target_cpu: TargetCpu,
+            /// Kernel costs measured on the build machine (`crate::kernel_bench`), which
+            /// price the placement instead of [`target_cpu`](Self::target_cpu)'s table row:
+            /// `None` from [`QuantizeOptions::resolve`], set by `Config::compile` when the
+            /// build machine's CPU class is the target's.
+            pub measured_costs: Option<KernelCosts>,
         }
 
         impl QuantizeOptions {
@@ -95,6 +101,7 @@ macro_rules! define_build_options {
                     evaluation,
                     host_runs_target: true,
                     target_cpu: TargetCpu::of_target("", ""),
+                    measured_costs: None,
                 }
             }
 
@@ -112,8 +119,9 @@ macro_rules! define_build_options {
             /// call-site spelling (`kenosis_options::value::Value::write`) and `none` for an
             /// optional value left unset, then `evaluation = host_kernels` or
             /// `evaluation = qdq_reference`, then `host_runs_target = true` or `false`, then
-            /// `target_cpu = x86`, `x86_vnni` or `aarch64`; every line ends in `\n`. `docs/design.md`
-            /// ("Cache key") specifies it.
+            /// `target_cpu = x86`, `x86_vnni` or `aarch64`, then `kernel_costs = table` or
+            /// `kernel_costs = measured` with the five measured costs; every line ends in `\n`.
+            /// `docs/design.md` ("Cache key") specifies it.
             pub fn canonical(&self) -> String {
                 use kenosis_options::value::Value;
                 let mut text = String::new();
@@ -129,6 +137,7 @@ macro_rules! define_build_options {
                 text.push('\n');
                 text.push_str(&format!("host_runs_target = {}\n", self.host_runs_target));
                 text.push_str(&format!("target_cpu = {}\n", self.target_cpu.canonical()));
+                text.push_str(&kernel_costs_line(self.measured_costs.as_ref()));
                 text
             }
         }
@@ -136,6 +145,18 @@ macro_rules! define_build_options {
 }
 
 kenosis_options::options!(define_build_options);
+
+/// The `kernel_costs` line of [`QuantizeOptions::canonical`]: `table`, or `measured` and the
+/// costs in [`KernelCosts`]'s field order, each with 4 decimals.
+fn kernel_costs_line(measured: Option<&KernelCosts>) -> String {
+    match measured {
+        None => "kernel_costs = table\n".to_owned(),
+        Some(c) => format!(
+            "kernel_costs = measured {:.4} {:.4} {:.4} {:.4} {:.4}\n",
+            c.int8_dense, c.fp32_depthwise, c.int8_depthwise, c.conversion, c.layout
+        ),
+    }
+}
 
 impl QuantizeOptions {
     /// The options `layers` writes, each unwritten one at its default for the machine this
@@ -207,9 +228,9 @@ mod tests {
             o.canonical(),
             "method = \"mse\"\nper_channel = true\nreduce_range = true\nactivations = \"auto\"\nweights = \"int8\"\nbias_correction = true\n\
              fp32_where_faster = true\ngptq_rounding = true\nmin_cosine = none\nmin_top1_agreement = none\n\
-             min_speedup = none\nsynthetic_samples = 16\nsynthetic_image_range = none\n\
+             min_speedup = none\nspeed_check = true\nsynthetic_samples = 16\nsynthetic_image_range = none\n\
              keep_float = []\nevaluation = host_kernels\nhost_runs_target = true\n\
-             target_cpu = x86\n"
+             target_cpu = x86\nkernel_costs = table\n"
         );
         let exact = BuildTarget {
             saturating_kernels: false,

@@ -15,6 +15,7 @@ use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::{self, data::input_specs, CalibrationData};
 use crate::error::{Error, NodeRef, OrtFailure, Result, Unsupported};
 use crate::fidelity;
+use crate::kernel_costs::Pricing;
 use crate::normalize::Normalized;
 use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use crate::quantize::build::{ActivationMode, Builder, Built, KeptFloat, Statistics};
@@ -383,6 +384,13 @@ fn keep_float_reasons(uncalibratable: &BTreeMap<String, String>) -> HashMap<Stri
         .collect()
 }
 
+/// Placements the speed check tries again before it ships FP32 (see
+/// `Calibrated::meet_speedup`).
+const REVISIONS: usize = 2;
+/// How much more each revision prices the domain changes (conversions, layout changes):
+/// `REVISION_FACTOR^k` for the `k`-th.
+const REVISION_FACTOR: f64 = 2.0;
+
 /// A planned model with its calibration samples and statistics.
 struct Calibrated<'p> {
     planned: Planned<'p>,
@@ -423,7 +431,8 @@ impl Calibrated<'_> {
                 bias_correction: options.bias_correction,
                 gptq_rounding: options.gptq_rounding,
             },
-            options.fp32_where_faster.then_some(options.target_cpu),
+            (options.fp32_where_faster)
+                .then(|| Pricing::new(options.target_cpu, options.measured_costs)),
             options.fidelity_target().is_some(),
         );
         let mut kept = KeptFloat {
@@ -431,14 +440,19 @@ impl Calibrated<'_> {
             tensors: HashSet::new(),
         };
         let (built, activations) = self.choose_activations(&mut builder, &kept, options)?;
-        let builder = builder;
-        let build = |kept: &KeptFloat| {
+        let build = |builder: &Builder<'_>, kept: &KeptFloat| {
             builder
                 .build(kept)
                 .map_err(|r| Error::unsupported(planned.path, r))
         };
-        let (built, fidelity) = self.meet_target(built, &mut kept, build, options)?;
-        let (built, speed) = self.meet_speedup(built, options)?;
+        let (built, fidelity) =
+            self.meet_target(built, &mut kept, |k| build(&builder, k), options)?;
+        let (built, fidelity, speed) = self.meet_speedup(
+            (built, fidelity),
+            (&mut builder, &kept, build),
+            options,
+            started.elapsed(),
+        )?;
         self.report(
             built,
             fidelity,
@@ -531,20 +545,36 @@ impl Calibrated<'_> {
         Ok((built, choice))
     }
 
-    /// With `min_speedup` set, times `built` against the normalized FP32 model (the model
-    /// shipped instead) on one calibration sample, where the build machine runs the target's
-    /// code (see [`crate::speed`]); an INT8 model slower than a floor of at most 1 gives way
-    /// to the FP32 model.
+    /// With a speed floor (`min_speedup`, or 1 with `speed_check = true`), times `built`
+    /// against the normalized FP32 model on one calibration sample, where the build machine
+    /// runs the target's code (see [`crate::speed`]), within [`speed::BUDGET_SHARE`] of
+    /// `spent`, the quantization's time so far. An INT8 model below a floor of at most 1 is
+    /// placed again with domain changes priced [`REVISION_FACTOR`] times higher, up to
+    /// [`REVISIONS`] times (not with a fidelity target, which chose the FP32 nodes it needs),
+    /// each revision measured for fidelity and timed again; if none reaches the floor, the
+    /// FP32 model takes its place.
     ///
     /// # Errors
-    /// [`Error::SpeedTarget`] when INT8 misses a floor above 1; [`Error::Runtime`].
-    fn meet_speedup(
+    /// [`Error::SpeedTarget`] when INT8 misses a floor above 1; [`Error::Runtime`],
+    /// [`Error::Unsupported`] from a revision's build.
+    fn meet_speedup<'b>(
         &self,
-        built: Built,
+        (built, fidelity): (Built, Option<fidelity::FidelityReport>),
+        (builder, kept, build): (
+            &mut Builder<'b>,
+            &KeptFloat,
+            impl Fn(&Builder<'b>, &KeptFloat) -> Result<Built>,
+        ),
         options: &QuantizeOptions,
-    ) -> Result<(Built, Option<speed::SpeedCheck>)> {
-        let Some(min_speedup) = options.min_speedup else {
-            return Ok((built, None));
+        spent: std::time::Duration,
+    ) -> Result<(
+        Built,
+        Option<fidelity::FidelityReport>,
+        Option<speed::SpeedCheck>,
+    )> {
+        let floor = (options.min_speedup).or(options.speed_check.then_some(1.0));
+        let Some(min_speedup) = floor else {
+            return Ok((built, fidelity, None));
         };
         let planned = &self.planned;
         let why_not = if !options.host_runs_target {
@@ -556,13 +586,41 @@ impl Calibrated<'_> {
         };
         let (Some(sample), None) = (self.data.samples.last(), why_not) else {
             let why = why_not.unwrap_or("no calibration sample");
-            return Ok((built, Some(speed::SpeedCheck::NotMeasured(why.into()))));
+            let check = speed::SpeedCheck::NotMeasured(why.into());
+            return Ok((built, fidelity, Some(check)));
         };
         let fp32 = planned.normalized.model();
         let input_names = planned.input_names();
-        let (fp32_ms, int8_ms) =
-            speed::measure(fp32, &built.model, &input_names, sample, planned.path)?;
-        let report = speed::check(fp32_ms, int8_ms, min_speedup, planned.path)?;
+        let budget = spent.mul_f64(speed::BUDGET_SHARE);
+        let time = |built: &Built| -> Result<speed::SpeedReport> {
+            let (fp32_ms, int8_ms) = speed::measure(
+                fp32,
+                &built.model,
+                &input_names,
+                sample,
+                planned.path,
+                budget,
+            )?;
+            speed::check(fp32_ms, int8_ms, min_speedup, planned.path)
+        };
+        let (mut built, mut fidelity) = (built, fidelity);
+        let mut report = time(&built)?;
+        let first_pricing = builder.pricing();
+        let revisable = first_pricing.is_some() && options.fidelity_target().is_none();
+        while report.kept_fp32 && revisable && report.revisions < REVISIONS {
+            let revisions = report.revisions + 1;
+            let factor = REVISION_FACTOR.powi(revisions as i32);
+            builder.set_pricing(first_pricing.map(|p| p.with_boundaries_scaled(factor)));
+            let revised = build(builder, kept)?;
+            let mut kept = kept.clone();
+            let (revised, revised_fidelity) =
+                self.meet_target(revised, &mut kept, |k| build(builder, k), options)?;
+            (built, fidelity) = (revised, revised_fidelity);
+            report = speed::SpeedReport {
+                revisions,
+                ..time(&built)?
+            };
+        }
         let built = if report.kept_fp32 {
             Built {
                 model: fp32.clone(),
@@ -572,7 +630,7 @@ impl Calibrated<'_> {
         } else {
             built
         };
-        Ok((built, Some(speed::SpeedCheck::Measured(report))))
+        Ok((built, fidelity, Some(speed::SpeedCheck::Measured(report))))
     }
 
     /// Measures `built` against FP32 and, with a fidelity target, keeps candidates FP32
@@ -729,6 +787,8 @@ impl Calibrated<'_> {
             synthetic_image_ranges: self.synthetic_image_ranges,
             fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
             speed,
+            kernel_costs: (options.fp32_where_faster)
+                .then(|| Pricing::new(options.target_cpu, options.measured_costs)),
             activations: Some(activations),
             options: options.canonical(),
             size_fp32,

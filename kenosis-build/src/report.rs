@@ -60,6 +60,11 @@ pub struct Report {
     /// The `min_speedup` check, when that option is set.
     #[serde(default)]
     pub speed: Option<crate::speed::SpeedCheck>,
+    /// The kernel costs the placement priced INT8 against FP32 with: measured on the build
+    /// machine, or the target class's table row (`measured` says which); `None` with
+    /// `fp32_where_faster = false`.
+    #[serde(default)]
+    pub kernel_costs: Option<crate::kernel_costs::Pricing>,
     /// How MatMul and Gemm activations were quantized, and why (`None` in reports written
     /// before the choice existed).
     #[serde(default)]
@@ -173,14 +178,24 @@ impl Report {
                  stay FP32; fidelity not measured; register the custom kernels to run the model"
             ),
         };
+        let revised = |s: &crate::speed::SpeedReport| match s.revisions {
+            0 => String::new(),
+            n => format!(" after {n} revised placements"),
+        };
         let speed = match &self.speed {
             None => String::new(),
             Some(crate::speed::SpeedCheck::Measured(s)) if s.kept_fp32 => format!(
-                "; INT8 ran at {:.2}x FP32's speed, below min_speedup {}: the artifact is the FP32 model",
-                s.speedup, s.min_speedup
+                "; INT8 ran at {:.2}x FP32's speed on this machine{}, below the floor {}: the artifact is the FP32 model",
+                s.speedup,
+                revised(s),
+                s.min_speedup
             ),
             Some(crate::speed::SpeedCheck::Measured(s)) => {
-                format!("; {:.2}x FP32's speed (1 thread)", s.speedup)
+                format!(
+                    "; {:.2}x FP32's speed measured on this machine (1 thread){}",
+                    s.speedup,
+                    revised(s)
+                )
             }
             Some(crate::speed::SpeedCheck::NotMeasured(why)) => {
                 format!("; speed not measured: {why}")
@@ -194,7 +209,10 @@ impl Report {
             (_, 0) => format!(
                 "; no INT8 placement is estimated faster than FP32 on the target: the model stays FP32 ({estimated} ops; `fp32_where_faster = false` quantizes them)"
             ),
-            _ => format!("; {estimated} ops estimated faster in FP32 on the target"),
+            _ => format!(
+                "; {estimated} ops estimated faster in FP32 on the target ({})",
+                self.kernel_costs.map_or_else(String::new, |p| p.describe())
+            ),
         };
         let activations = match &self.activations {
             Some(ActivationsChoice {

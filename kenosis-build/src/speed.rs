@@ -1,13 +1,16 @@
-//! The speed check: the INT8 model's latency against FP32's, measured in the build, and the
-//! `min_speedup` floor.
+//! The speed check: the INT8 model's latency against FP32's, measured in the build, and its
+//! floor (`min_speedup`, or 1 with the default `speed_check = true`).
 //!
 //! Quantizing does not make a model faster by itself: each QuantizeLinear and
 //! DequantizeLinear costs time, and ONNX Runtime runs its integer kernels in NHWC and its
 //! float ones in NCHWc, so layout changes between integer and float regions can cost more
-//! than the integer kernels save. Only a measurement on the target's kernels says which way
-//! a model goes, so the check runs only when the build machine runs the target's code
-//! (`QuantizeOptions::host_runs_target`). Latency depends on the machine's load, so the
-//! check is optional: a build that passes on a quiet machine may fail on a busy one.
+//! than the integer kernels save. Only a measurement says which way a model goes, so the
+//! check runs only when the build machine runs the target's code
+//! (`QuantizeOptions::host_runs_target`, see `IntegerKernels::timed_here`). Latency depends
+//! on the machine's load: the two models run interleaved, one run of each per round, so a
+//! change of load touches both, and each latency is the median of its rounds. The time spent
+//! is bounded by [`BUDGET_SHARE`] of the quantization's own time (at least [`MIN_RUNS`]
+//! rounds, at most [`MAX_RUNS`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -37,6 +40,10 @@ pub struct SpeedReport {
     /// The INT8 model was slower than the floor (at most 1), so the artifact is the
     /// normalized FP32 model.
     pub kept_fp32: bool,
+    /// Placements tried again with conversions priced higher after the first was slower
+    /// than the floor; the figures above are the last one's.
+    #[serde(default)]
+    pub revisions: usize,
 }
 
 /// What the `min_speedup` check did, for the report.
@@ -55,17 +62,18 @@ pub const NOT_THE_TARGET: &str =
     "the build machine does not run the target's code (another architecture or other integer kernels)";
 
 /// Interleaved runs of each model, after [`WARMUP_RUNS`]: at least [`MIN_RUNS`], and more
-/// up to [`MAX_RUNS`] while the measurement has taken less than [`MEASURE_BUDGET`].
-const MIN_RUNS: usize = 7;
+/// up to [`MAX_RUNS`] while the measurement has taken less than its budget.
+pub const MIN_RUNS: usize = 7;
 /// See [`MIN_RUNS`].
-const MAX_RUNS: usize = 51;
-/// See [`MIN_RUNS`].
-const MEASURE_BUDGET: Duration = Duration::from_secs(3);
+pub const MAX_RUNS: usize = 51;
+/// The budget of one measurement: this share of the time the quantization took before it.
+pub const BUDGET_SHARE: f64 = 0.1;
 /// Untimed runs of each model first: ONNX Runtime allocates and packs weights on the first.
 const WARMUP_RUNS: usize = 2;
 
 /// Median single-thread latency of `fp32` and `int8` on `sample` (inputs `input_names`),
-/// interleaved run by run so that a change of machine load affects both alike.
+/// interleaved run by run so that a change of machine load affects both alike: at least
+/// [`MIN_RUNS`] rounds, more up to [`MAX_RUNS`] while less than `budget` has passed.
 ///
 /// # Errors
 /// [`Error::Runtime`] when ONNX Runtime fails on either model.
@@ -75,10 +83,11 @@ pub fn measure(
     input_names: &[String],
     sample: &[SampleValue],
     path: &Path,
+    budget: Duration,
 ) -> Result<(f64, f64)> {
     let started = Instant::now();
     measure_while(fp32, int8, input_names, sample, path, |runs| {
-        runs < MIN_RUNS || (runs < MAX_RUNS && started.elapsed() < MEASURE_BUDGET)
+        runs < MIN_RUNS || (runs < MAX_RUNS && started.elapsed() < budget)
     })
 }
 
@@ -166,6 +175,7 @@ pub fn check(fp32_ms: f64, int8_ms: f64, min_speedup: f64, path: &Path) -> Resul
         speedup,
         min_speedup,
         kept_fp32: !met,
+        revisions: 0,
     })
 }
 

@@ -311,6 +311,34 @@ macro_rules! options {
                         fn min_speedup(min: f64) = min;
                     },
                 }
+                /// `speed_check = bool`: where the build machine can time the target's code,
+                /// times the artifact against FP32 and ships FP32 rather than a slower INT8
+                /// model (default `true`).
+                speed_check: bool {
+                    check: $crate::check::any,
+                    merge: replace,
+                    resolved: bool = |_| true,
+                    setter: {
+                        /// Times the finished artifact against FP32 where the build machine can
+                        /// run the target's code (default `true`; see `speed`): median
+                        /// single-thread latency on one calibration sample, the two models
+                        /// interleaved, within a budget of a share of the quantization time.
+                        /// An INT8 model slower than FP32 is placed again with the conversions
+                        /// priced higher, and if it is still slower the artifact is the FP32
+                        /// model, with a warning. `false` skips the timing, for an artifact that
+                        /// does not depend on the machine's load; `min_speedup` sets a floor of
+                        /// its own either way.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .speed_check(false)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn speed_check(enable: bool) = enable;
+                    },
+                }
                 /// `synthetic_samples = n`, `n` in `[1, 4096]`: synthetic calibration samples
                 /// when no calibration data is given (default 16).
                 synthetic_samples: usize {

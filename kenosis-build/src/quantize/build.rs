@@ -6,8 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::calibrate::gram::PatchGram;
 use crate::error::Unsupported;
-use crate::kernel_costs::KernelCosts;
-use crate::kernels::TargetCpu;
+use crate::kernel_costs::Pricing;
 use crate::onnx::{DataType, ModelProto};
 use crate::quantize::domain;
 use crate::quantize::dynamic;
@@ -70,9 +69,8 @@ pub struct Builder<'m> {
     /// Why nodes the caller keeps FP32 are kept (nodes ONNX Runtime cannot run).
     keep_float_reasons: HashMap<String, String>,
     weights: WeightOptions,
-    /// The target class whose kernel costs return slower regions to FP32; `None` keeps the
-    /// plan as it is.
-    target_cpu: Option<TargetCpu>,
+    /// The kernel costs that return slower regions to FP32; `None` keeps the plan as it is.
+    pricing: Option<Pricing>,
     /// Set when several builds will be made (a fidelity target's trials); a single build
     /// would only hold a second copy of every weight's codes.
     weight_cache: Option<WeightCache>,
@@ -109,7 +107,7 @@ impl<'m> Builder<'m> {
         statistics: Statistics,
         keep_float_reasons: HashMap<String, String>,
         weights: WeightOptions,
-        target_cpu: Option<TargetCpu>,
+        pricing: Option<Pricing>,
         cache_weights: bool,
     ) -> Self {
         Self {
@@ -118,12 +116,22 @@ impl<'m> Builder<'m> {
             statistics,
             keep_float_reasons,
             weights,
-            target_cpu,
+            pricing,
             weight_cache: cache_weights.then(WeightCache::default),
             activations: ActivationMode::Static,
             int4_block: None,
             requested_float: HashSet::new(),
         }
+    }
+
+    /// Prices the following builds' placements with `pricing` (`None`: the plan as it is).
+    pub fn set_pricing(&mut self, pricing: Option<Pricing>) {
+        self.pricing = pricing;
+    }
+
+    /// The prices of the following builds' placements.
+    pub fn pricing(&self) -> Option<Pricing> {
+        self.pricing
     }
 
     /// Makes the following builds store MatMul weights as 4-bit blocks of `block_size` rows
@@ -175,7 +183,7 @@ impl<'m> Builder<'m> {
         // rewrite only appends nodes, so their indices hold).
         let dynamic_plan =
             (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
-                let costs = self.target_cpu.map(KernelCosts::of);
+                let costs = self.pricing.map(|p| p.costs);
                 let float = match self.int4_block {
                     Some(_) => &self.requested_float,
                     None => &kept.ops,
@@ -225,11 +233,11 @@ impl<'m> Builder<'m> {
                 }
                 continue;
             }
-            let Some(cpu) = self.target_cpu else {
+            let Some(pricing) = self.pricing else {
                 break (plan, act);
             };
-            let costs = KernelCosts::of(cpu);
-            let slower = domain::slower_in_int8(graph, &plan, &self.statistics.elements, &costs);
+            let slower =
+                domain::slower_in_int8(graph, &plan, &self.statistics.elements, &pricing.costs);
             if slower.is_empty() {
                 break (plan, act);
             }
@@ -237,7 +245,7 @@ impl<'m> Builder<'m> {
                 let name = graph.node[i].name().to_owned();
                 options
                     .keep_float_reasons
-                    .insert(name.clone(), domain::reason(cpu));
+                    .insert(name.clone(), domain::reason(&pricing));
                 options.keep_float.insert(name);
             }
         };

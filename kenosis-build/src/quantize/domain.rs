@@ -20,19 +20,18 @@ use std::collections::{HashMap, HashSet};
 use super::min_cut::Network;
 use super::plan::{data_inputs, Plan};
 use crate::graph::GraphIndex;
-use crate::kernel_costs::KernelCosts;
-use crate::kernels::TargetCpu;
+use crate::kernel_costs::{KernelCosts, Pricing};
 use crate::onnx::{attr, tensor, GraphProto, NodeProto};
 use crate::ops::{is_depthwise, rule_of, OpRule};
 
 /// How the reason [`reason`] gives starts.
 pub const REASON_PREFIX: &str = "estimated faster in FP32 on the target";
 
-/// Why a node [`slower_in_int8`] returns stays FP32, for the build report.
-pub fn reason(cpu: TargetCpu) -> String {
+/// Why a node [`slower_in_int8`] returns stays FP32 at `pricing`, for the build report.
+pub fn reason(pricing: &Pricing) -> String {
     format!(
-        "{REASON_PREFIX} ({} kernel costs): in INT8 its kernel would save less time than the QuantizeLinear/DequantizeLinear and layout changes around it cost",
-        cpu.canonical()
+        "{REASON_PREFIX} ({}): in INT8 its kernel would save less time than the QuantizeLinear/DequantizeLinear and layout changes around it cost",
+        pricing.describe()
     )
 }
 

@@ -131,8 +131,18 @@ pub fn quantize_pair_safe(
     let Some((rows, cols)) = shape.filter(|&(r, c)| axis < 2 && r * c == values.len()) else {
         return quantize(values, dims, Some(axis), true, min_scales);
     };
-    let (channels, k) = if axis == 0 { (rows, cols) } else { (cols, rows) };
-    let at = |c: usize, j: usize| if axis == 0 { c * cols + j } else { j * cols + c };
+    let (channels, k) = if axis == 0 {
+        (rows, cols)
+    } else {
+        (cols, rows)
+    };
+    let at = |c: usize, j: usize| {
+        if axis == 0 {
+            c * cols + j
+        } else {
+            j * cols + c
+        }
+    };
     let mut codes = vec![0i8; values.len()];
     let mut scales = Vec::with_capacity(channels);
     let mut channel = Vec::with_capacity(k);
@@ -292,8 +302,13 @@ mod tests {
         // No pair of adjacent K entries can make 255 · |a + b| leave int16.
         for j in (0..k).step_by(2) {
             for c in 0..n {
-                let pair = i32::from(safe.codes[j * n + c]) + i32::from(safe.codes[(j + 1) * n + c]);
-                assert!(255 * pair.abs() <= 32767, "column {c}, rows {j}/{}: {pair}", j + 1);
+                let pair =
+                    i32::from(safe.codes[j * n + c]) + i32::from(safe.codes[(j + 1) * n + c]);
+                assert!(
+                    255 * pair.abs() <= 32767,
+                    "column {c}, rows {j}/{}: {pair}",
+                    j + 1
+                );
             }
         }
         // Full range would break that on column 1 (0.9 and 0.85 are both near 127).

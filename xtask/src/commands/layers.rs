@@ -48,6 +48,7 @@ const LAYERS: &[(&str, Layer)] = &[
     ("options", Layer::Stage),
     ("pipeline", Layer::Stage),
     ("cache", Layer::Stage),
+    ("kernel_bench", Layer::Stage),
     ("cargo", Layer::Stage),
     ("images", Layer::Stage),
     ("discover", Layer::Stage),
