@@ -545,7 +545,8 @@ impl Calibrated<'_> {
         Ok((built, choice))
     }
 
-    /// With a speed floor (`min_speedup`, or 1 with `speed_check = true`), times `built`
+    /// With a speed floor (`min_speedup`, or 1 with `speed_check` and `fp32_where_faster`
+    /// on, their defaults), times `built`
     /// against the normalized FP32 model on one calibration sample, where the build machine
     /// runs the target's code (see [`crate::speed`]), within [`speed::BUDGET_SHARE`] of
     /// `spent`, the quantization's time so far. An INT8 model below a floor of at most 1 is
@@ -572,7 +573,8 @@ impl Calibrated<'_> {
         Option<fidelity::FidelityReport>,
         Option<speed::SpeedCheck>,
     )> {
-        let floor = (options.min_speedup).or(options.speed_check.then_some(1.0));
+        let checked = options.speed_check && options.fp32_where_faster;
+        let floor = (options.min_speedup).or(checked.then_some(1.0));
         let Some(min_speedup) = floor else {
             return Ok((built, fidelity, None));
         };

@@ -313,7 +313,7 @@ macro_rules! options {
                 }
                 /// `speed_check = bool`: where the build machine can time the target's code,
                 /// times the artifact against FP32 and ships FP32 rather than a slower INT8
-                /// model (default `true`).
+                /// model (default `true`; off with `fp32_where_faster = false`).
                 speed_check: bool {
                     check: $crate::check::any,
                     merge: replace,
@@ -326,8 +326,9 @@ macro_rules! options {
                         /// An INT8 model slower than FP32 is placed again with the conversions
                         /// priced higher, and if it is still slower the artifact is the FP32
                         /// model, with a warning. `false` skips the timing, for an artifact that
-                        /// does not depend on the machine's load; `min_speedup` sets a floor of
-                        /// its own either way.
+                        /// does not depend on the machine's load, and so does
+                        /// `fp32_where_faster(false)`, which asks for every node in INT8;
+                        /// `min_speedup` sets a floor of its own either way.
                         ///
                         /// ```no_run
                         /// kenosis_build::Config::new()

@@ -239,6 +239,7 @@ fn assemble(
         quick: args.quick,
         onnxruntime: onnxruntime_version(),
         cpu: cpu_name(),
+        cpu_flags: kernel_flags(),
         logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average: [ctx.load_at_start.clone(), load_average()],
         calibration_images: CALIBRATION_IMAGES,
@@ -268,7 +269,11 @@ fn assemble(
 
 fn write(bench: &Bench, out: &Path) -> Result<(), String> {
     let json = serde_json::to_string_pretty(bench).expect("serializes");
-    for (name, text) in [("bench.json", json), ("bench.md", bench.markdown())] {
+    for (name, text) in [
+        ("bench.json", json),
+        ("bench.md", bench.markdown()),
+        ("latency-cpu.md", bench.cpu_latency_markdown()),
+    ] {
         let p = out.join(name);
         std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?;
     }
@@ -293,6 +298,28 @@ fn onnxruntime_version() -> String {
 fn load_average() -> Option<String> {
     let l = std::fs::read_to_string("/proc/loadavg").ok()?;
     Some(l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// The flags of `/proc/cpuinfo` that choose ONNX Runtime's integer kernels.
+fn kernel_flags() -> Vec<String> {
+    const KERNEL_FLAGS: [&str; 6] = [
+        "avx2",
+        "avx512bw",
+        "avx512_vnni",
+        "avx_vnni",
+        "asimddp",
+        "i8mm",
+    ];
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> = (info.lines())
+        .find(|l| l.starts_with("flags") || l.starts_with("Features"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|f| f.split_whitespace().collect())
+        .unwrap_or_default();
+    (KERNEL_FLAGS.iter())
+        .filter(|k| flags.contains(k))
+        .map(|k| (*k).to_owned())
+        .collect()
 }
 
 fn cpu_name() -> Option<String> {

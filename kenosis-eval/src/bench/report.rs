@@ -15,6 +15,9 @@ pub struct Bench {
     /// ONNX Runtime's build string.
     pub onnxruntime: String,
     pub cpu: Option<String>,
+    /// The CPU flags that choose ONNX Runtime's integer kernels (`avx2`, `avx512_vnni`,
+    /// `avx_vnni`, `asimddp`, ...), as `/proc/cpuinfo` lists them.
+    pub cpu_flags: Vec<String>,
     pub logical_cpus: usize,
     /// `/proc/loadavg` (1, 5, 15 min) when the bench started and when it ended: other work
     /// on the machine adds noise to the latencies (interleaving keeps the ratios fair).
@@ -229,6 +232,53 @@ fn cell(s: &str) -> String {
 }
 
 impl Bench {
+    /// The latency table of the shared models: FP32, Kenosis and ORT-quantizer INT8.
+    fn latency_table(&self, w: &mut String) {
+        let _ = writeln!(
+            w,
+            "| model | FP32 | Kenosis INT8 | ORT INT8 | Kenosis speedup | ORT speedup | Kenosis / ORT latency |"
+        );
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+        for m in &self.models {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                m.model,
+                ms(&m.fp32.latency),
+                ms(&m.kenosis.latency),
+                ms(&m.ort.latency),
+                ratio(m.kenosis.speedup_vs_fp32),
+                ratio(m.ort.speedup_vs_fp32),
+                m.kenosis_over_ort_latency
+                    .map_or("—".into(), |v| format!("{v:.2}"))
+            );
+        }
+    }
+
+    /// This CPU's latency section of `docs/benchmarks.md`, kept beside the other CPUs' (one
+    /// section per CPU model seen): its name and integer-kernel flags, the setup, the table.
+    pub fn cpu_latency_markdown(&self) -> String {
+        let mut s = String::new();
+        let w = &mut s;
+        let _ = writeln!(
+            w,
+            "### {}\n\nFlags: {}. {} logical CPUs; load average at start {}. ONNX Runtime {}; \
+             median of {} interleaved runs, 1 intra-op thread.\n",
+            self.cpu.as_deref().unwrap_or("unknown CPU"),
+            if self.cpu_flags.is_empty() {
+                "none of the integer-kernel flags".to_owned()
+            } else {
+                self.cpu_flags.join(", ")
+            },
+            self.logical_cpus,
+            self.load_average[0].as_deref().unwrap_or("unknown"),
+            self.onnxruntime,
+            self.latency_setup.runs,
+        );
+        self.latency_table(w);
+        s
+    }
+
     /// The report as Markdown: fidelity, speed, size/time and method tables, then errors.
     pub fn markdown(&self) -> String {
         let mut s = String::new();
@@ -323,25 +373,7 @@ impl Bench {
         }
 
         let _ = writeln!(w, "\n## Latency (ms, median, 1 thread)\n");
-        let _ = writeln!(
-            w,
-            "| model | FP32 | Kenosis INT8 | ORT INT8 | Kenosis speedup | ORT speedup | Kenosis / ORT latency |"
-        );
-        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
-        for m in &self.models {
-            let _ = writeln!(
-                w,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                m.model,
-                ms(&m.fp32.latency),
-                ms(&m.kenosis.latency),
-                ms(&m.ort.latency),
-                ratio(m.kenosis.speedup_vs_fp32),
-                ratio(m.ort.speedup_vs_fp32),
-                m.kenosis_over_ort_latency
-                    .map_or("—".into(), |v| format!("{v:.2}"))
-            );
-        }
+        self.latency_table(w);
 
         let _ = writeln!(w, "\n## Size, quantization time, Conv fusion\n");
         let _ = writeln!(

@@ -125,6 +125,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let text = std::fs::read_to_string(&tables)
             .with_context(|| format!("reading {}", tables.display()))?;
         crate::docs::write_section(&crate::docs::benchmarks_md(), "models", &text)?;
+        // This CPU's latency table, beside those of the CPUs earlier runs saw.
+        let cpu = out.join("latency-cpu.md");
+        let text =
+            std::fs::read_to_string(&cpu).with_context(|| format!("reading {}", cpu.display()))?;
+        let name = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('#');
+        let slug: String = (name.chars())
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let section = format!("latency-{}", slug.trim_matches('-'));
+        crate::docs::write_section(&crate::docs::benchmarks_md(), &section, &text)?;
         match &python {
             Ok(python) => kernel_costs(python, &out)?,
             Err(err) => eprintln!("xtask: warning: no kernel costs without Python: {err:#}"),
