@@ -19,8 +19,9 @@
 //!
 //! A timing is noise, not a price, when it leaves [`PLAUSIBLE`] times the class's table
 //! value (e.g. a background job stalled one chain): that cost keeps the table's value, and
-//! [`Measured::kept_from_table`] names it. The same micro-benchmarks, in Python, measured
-//! the table's x86-with-VNNI row (`kenosis-eval/bench/kernel_costs.py`).
+//! [`Measured::kept_from_table`] names it. `cargo xtask bench --kernel-costs-only` prints
+//! them beside the table (the `kernel-costs` section of `docs/benchmarks.md`); the table's
+//! x86-with-VNNI row was measured with the same chains.
 
 use std::path::Path;
 use std::time::Instant;

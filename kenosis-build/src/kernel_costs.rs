@@ -13,10 +13,12 @@
 //! - a float op between integer kernels (a HardSwish, or a SiLU run as `QuickGelu`) pays
 //!   both, a DequantizeLinear before it and a QuantizeLinear after it.
 //!
-//! The x86-with-VNNI row is measured by `cargo xtask bench` (section "Kernel costs" of
-//! `docs/benchmarks.md`: chains of one op kind, FP32 against QDQ, one thread). The other two
-//! rows are estimates from it, each with its reason below, until a machine of that class
-//! measures them.
+//! The table is what a build prices with when it cannot measure: a cross build, or a build
+//! for a CPU class other than the build machine's. A build for the build machine's own class
+//! measures the costs there instead ([`crate::kernel_bench`]). The x86-with-VNNI row was
+//! measured with the same micro-benchmarks (`cargo xtask bench --kernel-costs-only`, section
+//! "Kernel costs" of `docs/benchmarks.md`); the other two rows are estimates from it, each
+//! with its reason below.
 
 use serde::{Deserialize, Serialize};
 

@@ -81,6 +81,10 @@ pub struct Args {
     /// Synthetic calibration samples of the peak-memory measurement
     #[arg(long, value_name = "N", default_value_t = 100)]
     memory_samples: usize,
+    /// Only this machine's kernel costs (`kenosis_build::kernel_bench`, the micro-benchmarks
+    /// a build for this machine's CPU class runs), written to OUT_DIR/kernel-costs.md
+    #[arg(long)]
+    kernel_costs_only: bool,
 }
 
 /// The model whose peak memory while quantizing is measured (a transformer: the largest
@@ -126,6 +130,11 @@ pub fn main() -> Result<(), String> {
         return memory::child(&argv[2..]);
     }
     let args = Args::parse();
+    if args.kernel_costs_only {
+        let out =
+            (args.out_dir.clone()).unwrap_or_else(|| kenosis_eval::target_dir().join("bench"));
+        return kernel_costs(&out);
+    }
     let shared = kenosis_eval::shared_dir()
         .ok_or("shared data not found: put it at ../shared or set KENOSIS_SHARED_DIR")?;
     let specs: Vec<ModelSpec> = if args.models.is_empty() {
@@ -298,6 +307,58 @@ fn onnxruntime_version() -> String {
 fn load_average() -> Option<String> {
     let l = std::fs::read_to_string("/proc/loadavg").ok()?;
     Some(l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// Measures this machine's kernel costs as a build for its own CPU class does
+/// (`kenosis_build::kernel_bench::measure`) and writes them beside the table row of its class
+/// to `out/kernel-costs.md`.
+fn kernel_costs(out: &Path) -> Result<(), String> {
+    use kenosis_build::kernel_costs::KernelCosts;
+    use kenosis_build::kernels::{IntegerKernels, TargetCpu};
+    let vnni = IntegerKernels::of_host() == IntegerKernels::Exact;
+    let cpu = TargetCpu::of_target("", if vnni { "avx512vnni" } else { "" });
+    let table = KernelCosts::of(cpu);
+    let started = Instant::now();
+    let m = kenosis_build::kernel_bench::measure(&table, Path::new("kernel_bench"))
+        .map_err(|e| e.to_string())?;
+    let mut text = format!(
+        "## Kernel costs\n\n{} ({}), ONNX Runtime {}, 1 thread, measured in {:.1} s by \
+         `kenosis_build::kernel_bench` (the micro-benchmarks a build for this CPU class runs; \
+         `docs/design.md`, \"Measured kernel costs\"). In FP32 dense multiply-adds, beside the \
+         `{}` row of `kenosis_build::kernel_costs`:\n\n| cost | measured | table |\n|---|---:|---:|\n",
+        cpu_name().unwrap_or_else(|| "unknown CPU".into()),
+        kernel_flags().join(", "),
+        onnxruntime_version(),
+        started.elapsed().as_secs_f64(),
+        cpu.canonical(),
+    );
+    for (name, measured, row) in [
+        ("int8_dense", m.costs.int8_dense, table.int8_dense),
+        (
+            "fp32_depthwise",
+            m.costs.fp32_depthwise,
+            table.fp32_depthwise,
+        ),
+        (
+            "int8_depthwise",
+            m.costs.int8_depthwise,
+            table.int8_depthwise,
+        ),
+        ("conversion", m.costs.conversion, table.conversion),
+        ("layout", m.costs.layout, table.layout),
+    ] {
+        let kept = if m.kept_from_table.iter().any(|k| k == name) {
+            " (implausible: the table's)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("| {name} | {measured:.2}{kept} | {row:.2} |\n"));
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let path = out.join("kernel-costs.md");
+    std::fs::write(&path, &text).map_err(|e| format!("{}: {e}", path.display()))?;
+    print!("{text}");
+    Ok(())
 }
 
 /// The flags of `/proc/cpuinfo` that choose ONNX Runtime's integer kernels.

@@ -47,8 +47,8 @@ pub struct Args {
     /// alternative (ort + include_bytes!): clean and no-change release builds
     #[arg(long, conflicts_with = "kernel_costs_only")]
     build_only: bool,
-    /// Only the relative kernel costs of this machine (kenosis-eval/bench/kernel_costs.py),
-    /// the `kernel-costs` section
+    /// Only the relative kernel costs of this machine (`kenosis_build::kernel_bench`), the
+    /// `kernel-costs` section
     #[arg(long, conflicts_with = "deploy_only")]
     kernel_costs_only: bool,
     /// More arguments for the bench binary, after `--` (see `cargo xtask bench -- --help`)
@@ -68,11 +68,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         super::bench_build::run(&ort, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let python = python_venv(&target_dir.join("bench-venv"));
     if args.kernel_costs_only {
-        kernel_costs(&python?, &out)?;
+        kernel_costs(&ort, &out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let python = python_venv(&target_dir.join("bench-venv"));
     // The coverage-latency and peak-memory rows use the fetched models, and the models
     // outside `fetch-models.sh` that `wheel_models` lists.
     let models = super::test::check_shared_dir()?
@@ -145,30 +145,37 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .collect();
         let section = format!("latency-{}", slug.trim_matches('-'));
         crate::docs::write_section(&crate::docs::benchmarks_md(), &section, &text)?;
-        match &python {
-            Ok(python) => kernel_costs(python, &out)?,
-            Err(err) => eprintln!("xtask: warning: no kernel costs without Python: {err:#}"),
-        }
+        kernel_costs(&ort, &out)?;
     }
     super::bench_deploy::run(&ort, &out)?;
     super::bench_build::run(&ort, &out)?;
     Ok(code)
 }
 
-/// Measures this machine's relative kernel costs (`kenosis-eval/bench/kernel_costs.py`, the
-/// source of `kenosis_build::kernel_costs`) into `out/kernel-costs.md` and the `kernel-costs`
+/// Measures this machine's relative kernel costs (the bench's `--kernel-costs-only`, which
+/// runs `kenosis_build::kernel_bench`) into `out/kernel-costs.md` and the `kernel-costs`
 /// section of `docs/benchmarks.md`.
-fn kernel_costs(python: &Path, out: &Path) -> Result<()> {
-    let script = crate::workspace_root().join("kenosis-eval/bench/kernel_costs.py");
-    let output = Command::new(python)
-        .arg(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !output.status.success() {
-        bail!("{} failed: {}", script.display(), output.status);
+fn kernel_costs(ort: &ort::OrtEnv, out: &Path) -> Result<()> {
+    let mut cmd = cargo::command(ort);
+    cmd.args([
+        "run",
+        "--release",
+        "--package",
+        "kenosis-eval",
+        "--bin",
+        "bench",
+        "--",
+    ])
+    .arg("--kernel-costs-only")
+    .arg("--out-dir")
+    .arg(out);
+    let code = cargo::run(cmd)?;
+    if code != ExitCode::SUCCESS {
+        bail!("the kernel-costs measurement failed");
     }
-    let text = String::from_utf8(output.stdout).context("kernel_costs.py output")?;
+    let path = out.join("kernel-costs.md");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     crate::docs::publish(out, "kernel-costs", &text)
 }
 
