@@ -546,10 +546,10 @@ impl Calibrated<'_> {
     }
 
     /// With a speed floor (`min_speedup`, or 1 with `speed_check` and `fp32_where_faster`
-    /// on, their defaults), times `built`
-    /// against the normalized FP32 model on one calibration sample, where the build machine
-    /// runs the target's code (see [`crate::speed`]), within [`speed::BUDGET_SHARE`] of
-    /// `spent`, the quantization's time so far. An INT8 model below a floor of at most 1 is
+    /// on, their defaults), times `built` against the normalized FP32 model on one
+    /// calibration sample, where the build machine runs the target's code (see
+    /// [`crate::speed`]), within [`speed::BUDGET_SHARE`] of `spent`, the quantization's time
+    /// so far. An INT8 model below a floor of at most 1 is
     /// placed again with domain changes priced [`REVISION_FACTOR`] times higher, up to
     /// [`REVISIONS`] times (not with a fidelity target, which chose the FP32 nodes it needs),
     /// each revision measured for fidelity and timed again; if none reaches the floor, the

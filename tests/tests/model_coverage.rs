@@ -529,6 +529,19 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
         outliers.iter().any(|n| n.contains("layer.0/output/dense")),
         "{outliers:?}"
     );
+    // Every MatMul is named once: static in the rewrite summary, or FP32 with its reason.
+    let rewrite = &q.report.rewrite;
+    assert!(rewrite.dynamic_nodes.is_empty(), "{rewrite:?}");
+    let fp32_matmuls = (q.report.nodes_fp32.iter()).filter(|n| n.op_type == "MatMul");
+    let mut named: Vec<&str> = (rewrite.static_matmuls.iter().map(String::as_str))
+        .chain(fp32_matmuls.map(|n| n.name.as_str()))
+        .collect();
+    let all = named.len();
+    named.sort_unstable();
+    named.dedup();
+    assert_eq!(named.len(), all, "a MatMul named twice: {named:?}");
+    assert!(rewrite.static_matmuls.len() >= 12, "{rewrite:?}");
+    assert!(rewrite.static_matmuls.iter().any(|n| n.contains("query")), "{rewrite:?}");
 
     // Its GELUs are written out (`x · ½ · (1 + erf(x/√2))`): fused, ORT runs them as BiasGelu
     // as it does in FP32, instead of QLinearAdd and QLinearMul steps around a float Erf.

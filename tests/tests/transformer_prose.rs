@@ -144,6 +144,12 @@ fn check_default_build(fp32: &[u8], q: &kenosis_build::Quantized, evaluation: &[
         q.report.rewrite.dynamic.tables, 2,
         "word and position tables"
     );
+    assert_eq!(q.report.rewrite.dynamic_nodes.len(), 18);
+    assert!(
+        q.report.rewrite.static_matmuls.is_empty(),
+        "{:?}",
+        q.report.rewrite.static_matmuls
+    );
     assert!(
         !(q.report.nodes_fp32.iter())
             .any(|n| n.op_type == "MatMul" && !n.reason.contains("not a constant")),

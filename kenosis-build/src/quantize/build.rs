@@ -257,6 +257,11 @@ impl<'m> Builder<'m> {
         {
             f.reason = INT8_FALLBACK_REASON.into();
         }
+        let static_matmuls: Vec<String> = (plan.quantized_nodes.iter())
+            .map(|&i| &graph.node[i])
+            .filter(|n| matches!(n.op_type(), "MatMul" | "Gemm"))
+            .map(|n| n.name().to_owned())
+            .collect();
         let mut summary = rewrite::rewrite(
             graph,
             &plan,
@@ -266,6 +271,7 @@ impl<'m> Builder<'m> {
             self.weights,
             self.weight_cache.as_ref(),
         )?;
+        summary.static_matmuls = static_matmuls;
         if let Some(d) = &dynamic_plan {
             // They run quantized, not in FP32: the report lists them apart.
             // The int8 fallback of 4-bit weights stays listed: the fidelity search counts

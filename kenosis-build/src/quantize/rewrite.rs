@@ -73,6 +73,11 @@ pub struct RewriteSummary {
     /// MatMuls with 4-bit block weights (`MatMulNBits`, see [`super::int4`]).
     #[serde(default)]
     pub int4_matmuls: usize,
+    /// Names of the MatMul and Gemm nodes run with static (calibrated QDQ) activations, in
+    /// graph order; with [`dynamic_nodes`](Self::dynamic_nodes) and the report's FP32 nodes,
+    /// every MatMul and Gemm is named once.
+    #[serde(default)]
+    pub static_matmuls: Vec<String>,
 }
 
 /// Scale/zero-point initializer names and values of one quantized tensor.
