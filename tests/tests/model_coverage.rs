@@ -51,9 +51,20 @@ fn estimated_fp32<'q>(q: &'q Quantized, op: &str) -> HashSet<&'q str> {
         .collect()
 }
 
+/// The default options without the speed check: these tests check placements and fidelity,
+/// which the timing of a loaded machine must not decide (an INT8 model slower than FP32 on
+/// the machine would ship as FP32). `kenosis-build/tests/speed_target.rs` and
+/// `cargo xtask bench` check the timing.
+fn untimed() -> QuantizeOptions {
+    QuantizeOptions {
+        speed_check: false,
+        ..QuantizeOptions::default()
+    }
+}
+
 fn quantize_with(path: &Path, calibration: Calibration) -> (Vec<u8>, Quantized) {
     let fp32 = std::fs::read(path).expect("model file");
-    let q = quantize(path, &fp32, &calibration, &QuantizeOptions::default())
+    let q = quantize(path, &fp32, &calibration, &untimed())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (fp32, q)
 }
@@ -500,7 +511,7 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
     let fp32 = std::fs::read(&path).expect("model file");
     let options = QuantizeOptions {
         activations: kenosis_build::Activations::Static,
-        ..QuantizeOptions::default()
+        ..untimed()
     };
     let q = quantize(&path, &fp32, &Calibration::Synthetic, &options)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -541,7 +552,10 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
     named.dedup();
     assert_eq!(named.len(), all, "a MatMul named twice: {named:?}");
     assert!(rewrite.static_matmuls.len() >= 12, "{rewrite:?}");
-    assert!(rewrite.static_matmuls.iter().any(|n| n.contains("query")), "{rewrite:?}");
+    assert!(
+        rewrite.static_matmuls.iter().any(|n| n.contains("query")),
+        "{rewrite:?}"
+    );
 
     // Its GELUs are written out (`x · ½ · (1 + erf(x/√2))`): fused, ORT runs them as BiasGelu
     // as it does in FP32, instead of QLinearAdd and QLinearMul steps around a float Erf.
@@ -637,13 +651,8 @@ fn minilm_rewritten(rewrite: impl Fn(&[u8]) -> Vec<u8>) -> Option<(Vec<u8>, Quan
     let path = fetched("paraphrase-MiniLM-L3-v2.onnx")?;
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
     let rewritten = rewrite(&fp32);
-    let qr = quantize(
-        &path,
-        &rewritten,
-        &Calibration::Synthetic,
-        &QuantizeOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let qr = quantize(&path, &rewritten, &Calibration::Synthetic, &untimed())
+        .unwrap_or_else(|e| panic!("{e}"));
     Some((rewritten, qr, minilm_embedding_cosine(&fp32, &q.bytes)))
 }
 
@@ -947,7 +956,7 @@ fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
     let fp32 = std::fs::read(&path).expect("model file");
     let options = QuantizeOptions {
         synthetic_image_range: Some([-123.0, 151.0]),
-        ..QuantizeOptions::default()
+        ..untimed()
     };
     let q = quantize(&path, &fp32, &Calibration::Synthetic, &options).expect("quantize");
     assert_eq!(q.report.synthetic_image_ranges["data_0"], "[-123, 151]");
@@ -996,7 +1005,7 @@ fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
         Path::new("efficientnet_lite0_argmax.onnx"),
         &fp32,
         &Calibration::Data(calibration(&calib)),
-        &QuantizeOptions::default(),
+        &untimed(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let fidelity = q.report.fidelity.as_ref().expect("measured");

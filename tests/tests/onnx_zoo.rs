@@ -80,13 +80,14 @@ fn shufflenet_with_weights() -> ModelProto {
 fn shufflenet_runs_its_shuffles_and_residual_sums_in_int8_without_5d_transposes() {
     let fp32 = shufflenet_with_weights().encode_to_vec();
     let path = Path::new("light_shufflenet.onnx");
-    let q = quantize(
-        path,
-        &fp32,
-        &Calibration::Synthetic,
-        &QuantizeOptions::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    // Without the speed check: the placement is what is checked here, and this small
+    // network runs faster in FP32 here (a timed build ships FP32).
+    let untimed = QuantizeOptions {
+        speed_check: false,
+        ..QuantizeOptions::default()
+    };
+    let q =
+        quantize(path, &fp32, &Calibration::Synthetic, &untimed).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(q.report.normalize.channel_shuffles_rewritten, 16);
     assert_eq!(q.report.normalize.sums_as_adds, 13);
 
