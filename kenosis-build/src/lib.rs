@@ -39,42 +39,130 @@
 // feature; builds with that feature (CI's clippy) still report real dead code.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
-/// Declares the quantizer's stage modules: private to the crate, or public (hidden from the
-/// docs) with the non-default `internals` feature, which Kenosis's own tests, benchmark and
-/// fuzz targets enable. Not a public API: anything they hold changes without notice.
-macro_rules! internal_modules {
-    ($($name:ident),* $(,)?) => {$(
-        #[cfg(feature = "internals")]
-        #[doc(hidden)]
-        pub mod $name;
-        #[cfg(not(feature = "internals"))]
-        mod $name;
-    )*};
-}
+// The modules, in layering order: leaves, then stages, each using only those before it, then
+// the front end (`cargo xtask layers` checks it). The quantizer's modules are private, or
+// public and hidden from the docs with the non-default `internals` feature, which Kenosis's
+// own tests, benchmark and fuzz targets enable: not a public API, anything they hold changes
+// without notice. Each such module is declared twice, once per side of the feature, with
+// plain `mod` lines that rustfmt follows (one group each, so that it keeps this order).
 
-internal_modules!(
-    cache,
-    calibrate,
-    cargo,
-    discover,
-    error,
-    fidelity,
-    graph,
-    kernel_bench,
-    kernel_costs,
-    kernels,
-    normalize,
-    onnx,
-    ops,
-    pipeline,
-    quantize,
-    report,
-    speed,
-    types,
-);
-mod images;
-mod options;
+// Leaves.
 mod parallel;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod error;
+#[cfg(not(feature = "internals"))]
+mod error;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod onnx;
+#[cfg(not(feature = "internals"))]
+mod onnx;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod graph;
+#[cfg(not(feature = "internals"))]
+mod graph;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod types;
+#[cfg(not(feature = "internals"))]
+mod types;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod ops;
+#[cfg(not(feature = "internals"))]
+mod ops;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod kernels;
+#[cfg(not(feature = "internals"))]
+mod kernels;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod kernel_costs;
+#[cfg(not(feature = "internals"))]
+mod kernel_costs;
+
+// Stages.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod normalize;
+#[cfg(not(feature = "internals"))]
+mod normalize;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod calibrate;
+#[cfg(not(feature = "internals"))]
+mod calibrate;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod quantize;
+#[cfg(not(feature = "internals"))]
+mod quantize;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod fidelity;
+#[cfg(not(feature = "internals"))]
+mod fidelity;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod speed;
+#[cfg(not(feature = "internals"))]
+mod speed;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod report;
+#[cfg(not(feature = "internals"))]
+mod report;
+
+mod options;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod pipeline;
+#[cfg(not(feature = "internals"))]
+mod pipeline;
+
+// The front end: the cache, the kernel costs kept in it, cargo, discovery.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod cache;
+#[cfg(not(feature = "internals"))]
+mod cache;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod kernel_bench;
+#[cfg(not(feature = "internals"))]
+mod kernel_bench;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod cargo;
+#[cfg(not(feature = "internals"))]
+mod cargo;
+
+mod images;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod discover;
+#[cfg(not(feature = "internals"))]
+mod discover;
+
 #[cfg(test)]
 mod test_support;
 

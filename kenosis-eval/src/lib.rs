@@ -200,13 +200,27 @@ pub fn try_session(
     save_optimized: Option<&Path>,
     config: &[(&str, &str)],
 ) -> Result<Session, String> {
+    try_session_threads(bytes, level, save_optimized, config, 1)
+}
+
+/// [`try_session`] with `threads` intra-op threads.
+///
+/// # Errors
+/// As [`try_session`].
+pub fn try_session_threads(
+    bytes: &[u8],
+    level: GraphOptimizationLevel,
+    save_optimized: Option<&Path>,
+    config: &[(&str, &str)],
+    threads: usize,
+) -> Result<Session, String> {
     let env = kenosis_build::calibrate::session::environment(Path::new("kenosis-eval"))
         .map_err(|e| e.to_string())?;
     let mut b = Session::builder(env)
         .map_err(|e| e.to_string())?
         .with_optimization_level(level)
         .map_err(|e| e.to_string())?
-        .with_intra_threads(1)
+        .with_intra_threads(threads)
         .map_err(|e| e.to_string())?;
     for (key, value) in config {
         b = b.with_config_entry(key, value).map_err(|e| e.to_string())?;

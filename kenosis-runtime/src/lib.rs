@@ -65,7 +65,7 @@ pub use kenosis_macros::include_quantized;
 pub use error::Error;
 pub use io::{Input, Output, Outputs, TensorInfo};
 pub use kenosis_manifest::ElementType;
-pub use model::{set_environment, EmbeddedModel};
+pub use model::{default_intra_threads, set_environment, EmbeddedModel, MAX_DEFAULT_INTRA_THREADS};
 
 /// The `ndarray` crate the typed `run` of [`include_quantized!`] wrappers takes and returns
 /// arrays of (the same version as `kenosis-runtime`'s own).

@@ -99,10 +99,24 @@ pub struct EmbeddedModel {
     source: &'static str,
     bytes: &'static [u8],
     declared: Option<Declared>,
-    /// Intra-op thread count for the session; 0 = ONNX Runtime's default.
+    /// Intra-op thread count for the session; 0 = [`default_intra_threads`].
     intra_threads: AtomicUsize,
     configure: OnceLock<Configure>,
     loaded: OnceLock<Result<Loaded, Error>>,
+}
+
+/// The most intra-op threads a session gets unless [`EmbeddedModel::set_intra_threads`] says
+/// otherwise.
+pub const MAX_DEFAULT_INTRA_THREADS: usize = 4;
+
+/// The intra-op thread count of a session on a machine with `logical_cpus`: `None`, ONNX
+/// Runtime's own choice (one thread per physical core), up to [`MAX_DEFAULT_INTRA_THREADS`]
+/// logical CPUs, and [`MAX_DEFAULT_INTRA_THREADS`] above. A 4-core board keeps every core;
+/// a large host does not spread the small models embedded in edge binaries over all its
+/// cores, where each operator's work is too short to repay the threads' synchronization
+/// (`cargo xtask bench` measures 1, 2, 4 and all threads, `docs/benchmarks.md`).
+pub fn default_intra_threads(logical_cpus: usize) -> Option<usize> {
+    (logical_cpus > MAX_DEFAULT_INTRA_THREADS).then_some(MAX_DEFAULT_INTRA_THREADS)
 }
 
 impl EmbeddedModel {
@@ -188,8 +202,9 @@ impl EmbeddedModel {
     }
 
     /// Sets the number of threads ONNX Runtime uses *within* one operator (its intra-op thread
-    /// pool) for this model's session; `0` means ONNX Runtime's default (one per physical core).
-    /// Must be called before the session is created, i.e. before the model is first run.
+    /// pool) for this model's session; `0` (the default) means [`default_intra_threads`] for
+    /// this machine's logical CPUs. Must be called before the session is created, i.e. before
+    /// the model is first run.
     ///
     /// ```no_run
     /// # static MODEL: kenosis_runtime::EmbeddedModel =
@@ -343,8 +358,13 @@ impl EmbeddedModel {
         let environment = environment()?;
         let mut builder =
             Session::builder(environment).map_err(|e| session_error(e.to_string()))?;
-        let threads = self.intra_threads.load(Ordering::Relaxed);
-        if threads > 0 {
+        let threads = match self.intra_threads.load(Ordering::Relaxed) {
+            0 => default_intra_threads(
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            ),
+            n => Some(n),
+        };
+        if let Some(threads) = threads {
             builder = builder
                 .with_intra_threads(threads)
                 .map_err(|e| session_error(e.to_string()))?;

@@ -315,6 +315,18 @@ fn declared_metadata_needs_no_session() {
 }
 
 #[test]
+fn the_default_thread_count_is_onnx_runtimes_up_to_four_cpus_and_four_above() {
+    use crate::{default_intra_threads, MAX_DEFAULT_INTRA_THREADS};
+    assert_eq!(MAX_DEFAULT_INTRA_THREADS, 4);
+    for cpus in 1..=4 {
+        assert_eq!(default_intra_threads(cpus), None, "{cpus} CPUs");
+    }
+    for cpus in [5, 16, 64] {
+        assert_eq!(default_intra_threads(cpus), Some(4), "{cpus} CPUs");
+    }
+}
+
+#[test]
 fn intra_threads_only_before_first_use() {
     static MODEL: EmbeddedModel = EmbeddedModel::from_static_bytes("threads", TINY_CONV);
     MODEL.set_intra_threads(1).unwrap();

@@ -237,8 +237,8 @@ pub struct Latency {
     pub runs: usize,
 }
 
-/// Single-threaded latency of each session on the same input `x`, interleaved (see
-/// [`interleaved`]).
+/// Latency of each session (at its own intra-op thread count) on the same input `x`,
+/// interleaved (see [`interleaved`]).
 pub fn latency(
     sessions: &mut [&mut Session],
     x: &Array4<f32>,
@@ -288,6 +288,59 @@ pub fn interleaved(
                 p90_ms: pick(0.9),
                 runs: t.len(),
             }
+        })
+        .collect())
+}
+
+/// Intra-op thread counts the bench times: 1, 2, 4 and all logical CPUs (once each).
+pub fn thread_counts() -> Vec<usize> {
+    let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut counts = vec![1, 2, 4, all];
+    counts.sort_unstable();
+    counts.dedup();
+    counts
+}
+
+/// Median latency of one model at one intra-op thread count.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ThreadLatency {
+    pub threads: usize,
+    pub fp32_ms: f64,
+    /// `None` when Kenosis's model did not build.
+    pub kenosis_ms: Option<f64>,
+}
+
+/// FP32 (`fp32`) and Kenosis INT8 (`int8`) on `x` at each of [`thread_counts`], every
+/// session in one interleaved set (see [`interleaved`]).
+///
+/// # Errors
+/// ONNX Runtime's message when a session cannot be made or run.
+pub fn thread_latencies(
+    fp32: &[u8],
+    int8: Option<&[u8]>,
+    x: &Array4<f32>,
+    warmup: usize,
+    runs: usize,
+) -> Result<Vec<ThreadLatency>, String> {
+    let counts = thread_counts();
+    let make = |bytes: &[u8], threads| {
+        kenosis_eval::try_session_threads(bytes, GraphOptimizationLevel::All, None, &[], threads)
+    };
+    let mut sessions: Vec<Session> = Vec::new();
+    for &threads in &counts {
+        sessions.push(make(fp32, threads)?);
+        if let Some(int8) = int8 {
+            sessions.push(make(int8, threads)?);
+        }
+    }
+    let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
+    let l = latency(&mut refs, x, warmup, runs)?;
+    let per = if int8.is_some() { 2 } else { 1 };
+    Ok((counts.iter().enumerate())
+        .map(|(k, &threads)| ThreadLatency {
+            threads,
+            fp32_ms: l[k * per].median_ms,
+            kenosis_ms: int8.map(|_| l[k * per + 1].median_ms),
         })
         .collect())
 }

@@ -437,6 +437,7 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         kenosis_over_ort_latency: None,
         methods: Vec::new(),
         target: None,
+        threads: Vec::new(),
         error: None,
         seconds: 0.0,
     };
@@ -721,6 +722,17 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
             ));
         }
         Err(e) => result.error = Some(format!("latency: {e}")),
+    }
+    // The intra-op thread count's effect: FP32 and Kenosis INT8 at 1, 2, 4 and all threads.
+    let kenosis = (candidates.iter())
+        .find(|c| matches!(c.slot, Slot::Kenosis) && result.kenosis.status == "ok")
+        .map(|c| c.bytes.as_slice());
+    match measure::thread_latencies(&fp32, kenosis, &x, ctx.warmup, ctx.runs) {
+        Ok(t) => {
+            ctx.log(format!("threads (FP32 / Kenosis ms): {t:?}"));
+            result.threads = t;
+        }
+        Err(e) => result.error = Some(format!("thread latency: {e}")),
     }
     result.seconds = started.elapsed().as_secs_f64();
     result

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::measure::{ConvFusion, Fidelity, Latency, PairedTop1};
+use super::measure::{thread_counts, ConvFusion, Fidelity, Latency, PairedTop1};
 
 #[derive(Debug, Serialize)]
 pub struct Bench {
@@ -81,6 +81,8 @@ pub struct ModelResult {
     pub methods: Vec<MethodResult>,
     /// Kenosis built with `min_cosine` (models whose spec sets one).
     pub target: Option<TargetResult>,
+    /// FP32 and Kenosis INT8 latency at 1, 2, 4 and all intra-op threads.
+    pub threads: Vec<super::measure::ThreadLatency>,
     /// Errors outside any one column (e.g. the FP32 model failing to run).
     pub error: Option<String>,
     pub seconds: f64,
@@ -255,6 +257,38 @@ impl Bench {
         }
     }
 
+    /// Latency against the intra-op thread count: one row per model and form, one column per
+    /// count of [`thread_counts`].
+    fn threads_table(&self, w: &mut String) {
+        let counts = thread_counts();
+        let all = counts.last().copied().unwrap_or(1);
+        let header: Vec<String> = (counts.iter())
+            .map(|&t| {
+                if t == all {
+                    format!("{t} (all)")
+                } else {
+                    t.to_string()
+                }
+            })
+            .collect();
+        let _ = writeln!(w, "| model | {} |", header.join(" | "));
+        let _ = writeln!(w, "|---|{}", "---:|".repeat(counts.len()));
+        for m in self.models.iter().filter(|m| !m.threads.is_empty()) {
+            for (form, pick) in [
+                (
+                    "FP32",
+                    (|t: &super::measure::ThreadLatency| Some(t.fp32_ms)) as fn(&_) -> _,
+                ),
+                ("Kenosis INT8", |t| t.kenosis_ms),
+            ] {
+                let cells: Vec<String> = (m.threads.iter())
+                    .map(|t| pick(t).map_or("—".into(), |v| format!("{v:.2}")))
+                    .collect();
+                let _ = writeln!(w, "| {} {form} | {} |", m.model, cells.join(" | "));
+            }
+        }
+    }
+
     /// This CPU's latency section of `docs/benchmarks.md`, kept beside the other CPUs' (one
     /// section per CPU model seen): its name and integer-kernel flags, the setup, the table.
     pub fn cpu_latency_markdown(&self) -> String {
@@ -276,6 +310,11 @@ impl Bench {
             self.latency_setup.runs,
         );
         self.latency_table(w);
+        let _ = writeln!(
+            w,
+            "\nBy intra-op thread count (ms, median; counts above the logical CPUs oversubscribe):\n"
+        );
+        self.threads_table(w);
         s
     }
 
@@ -374,6 +413,14 @@ impl Bench {
 
         let _ = writeln!(w, "\n## Latency (ms, median, 1 thread)\n");
         self.latency_table(w);
+
+        let _ = writeln!(
+            w,
+            "\n## Latency by intra-op thread count (ms, median)\n\nThe same input, every form and \
+             count interleaved; {} logical CPUs here, so a count above that oversubscribes.\n",
+            self.logical_cpus
+        );
+        self.threads_table(w);
 
         let _ = writeln!(w, "\n## Size, quantization time, Conv fusion\n");
         let _ = writeln!(
