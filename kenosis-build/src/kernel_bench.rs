@@ -92,7 +92,7 @@ pub fn measure(table: &KernelCosts, path: &Path) -> Result<Measured> {
     let mut kept_from_table = Vec::new();
     let [int8_dense, fp32_depthwise, int8_depthwise, conversion, layout] =
         measured.map(|(name, value, table)| {
-            if value.is_finite() && value >= table / PLAUSIBLE && value <= table * PLAUSIBLE {
+            if plausible(value, table) {
                 value
             } else {
                 kept_from_table.push(name.to_owned());
@@ -111,6 +111,24 @@ pub fn measure(table: &KernelCosts, path: &Path) -> Result<Measured> {
     })
 }
 
+/// Whether a measured cost `value` is within [`PLAUSIBLE`] times the table's `table`.
+fn plausible(value: f64, table: f64) -> bool {
+    value.is_finite() && value >= table / PLAUSIBLE && value <= table * PLAUSIBLE
+}
+
+/// Whether every cost of `c` is [`plausible`] against `table`.
+fn all_plausible(c: &KernelCosts, table: &KernelCosts) -> bool {
+    [
+        (c.int8_dense, table.int8_dense),
+        (c.fp32_depthwise, table.fp32_depthwise),
+        (c.int8_depthwise, table.int8_depthwise),
+        (c.conversion, table.conversion),
+        (c.layout, table.layout),
+    ]
+    .into_iter()
+    .all(|(v, t)| plausible(v, t))
+}
+
 /// Folder of [`cached`]'s files inside the Kenosis cache folder.
 pub const CACHE_SUBDIR: &str = "kernel-costs";
 
@@ -118,7 +136,9 @@ pub const CACHE_SUBDIR: &str = "kernel-costs";
 /// key of this CPU (its model name and feature flags), the ONNX Runtime build, this crate's
 /// version, [`PROTOCOL`] and `table` (the target class's row, which the plausibility rule
 /// reads). A later build on the same machine reads them back (a file of a few hundred
-/// bytes); a file that does not parse is measured again and replaced.
+/// bytes); a file that does not parse, or holds a cost outside [`PLAUSIBLE`] times the
+/// table's, is measured again and replaced: the file steers only speed, and no value in it
+/// can take the placement outside what measurement could give.
 ///
 /// # Errors
 /// As [`measure`]; [`Error::Io`] when the cache file cannot be written.
@@ -137,7 +157,8 @@ pub fn cached(cache_dir: &Path, table: &KernelCosts, path: &Path) -> Result<Meas
     let file = (cache_dir.join(CACHE_SUBDIR)).join(format!("{}.json", key.finalize().to_hex()));
     let known = std::fs::read(&file)
         .ok()
-        .and_then(|bytes| serde_json::from_slice::<Measured>(&bytes).ok());
+        .and_then(|bytes| serde_json::from_slice::<Measured>(&bytes).ok())
+        .filter(|m| all_plausible(&m.costs, table));
     if let Some(known) = known {
         return Ok(known);
     }
@@ -150,7 +171,13 @@ pub fn cached(cache_dir: &Path, table: &KernelCosts, path: &Path) -> Result<Meas
     )]
     let json = serde_json::to_vec_pretty(&measured).expect("serializable");
     crate::cache::write_atomic(&file, &json)?;
-    Ok(measured)
+    // What later builds will read back (JSON may move a float by one unit in the last
+    // place): this build prices with the same values.
+    #[allow(
+        clippy::expect_used,
+        reason = "the JSON was just written from a `Measured`"
+    )]
+    Ok(serde_json::from_slice(&json).expect("round trip"))
 }
 
 /// What names this machine's CPU for [`cached`]: the first `model name` and `flags` (x86) or
@@ -522,7 +549,7 @@ mod tests {
         // A costs file written by hand is what a later build uses.
         let planted = Measured {
             costs: KernelCosts {
-                int8_dense: 0.123,
+                int8_dense: table.int8_dense * 1.5,
                 ..first.costs
             },
             kept_from_table: vec![],
@@ -541,6 +568,16 @@ mod tests {
                 .count(),
             2
         );
+        // A cost no measurement would keep is measured again.
+        let absurd = Measured {
+            costs: KernelCosts {
+                conversion: -1.0,
+                ..first.costs
+            },
+            kept_from_table: vec![],
+        };
+        std::fs::write(&files[0], serde_json::to_vec(&absurd).unwrap()).unwrap();
+        assert!(cached(dir.path(), &table, path).unwrap().costs.conversion > 0.0);
         std::fs::write(&files[0], b"{ not json").unwrap();
         let again = cached(dir.path(), &table, path).unwrap();
         assert_ne!(again, planted);

@@ -108,13 +108,16 @@ impl Pricing {
         }
     }
 
-    /// `kernel costs measured on this machine`, or `x86_vnni kernel costs` (the class's
-    /// table row), for the build's reasons and report.
+    /// `kernel costs measured on this machine`, or `x86_vnni kernel costs estimated for the
+    /// target class` (the class's table row), for the build's reasons and report.
     pub fn describe(&self) -> String {
         if self.measured {
             "kernel costs measured on this machine".to_owned()
         } else {
-            format!("{} kernel costs", self.cpu.canonical())
+            format!(
+                "{} kernel costs estimated for the target class",
+                self.cpu.canonical()
+            )
         }
     }
 }

@@ -581,6 +581,8 @@ impl Calibrated<'_> {
         let planned = &self.planned;
         let why_not = if !options.host_runs_target {
             Some(speed::NOT_THE_TARGET)
+        } else if built.quantizes_nothing() {
+            Some("no op is quantized: the artifact is the FP32 graph")
         } else if !planned.uncalibratable.is_empty() {
             Some("the model holds an op ONNX Runtime cannot run")
         } else {

@@ -113,6 +113,11 @@ fn a_model_no_int8_placement_speeds_up_stays_fp32_and_says_so() {
         "{:?}",
         q.report.nodes_fp32
     );
+    // Nothing to time: the artifact is the FP32 graph, and the report says so.
+    let Some(SpeedCheck::NotMeasured(why)) = &q.report.speed else {
+        panic!("not timed: {:?}", q.report.speed);
+    };
+    assert!(why.contains("no op is quantized"), "{why}");
     // The same model with the estimate off quantizes its Conv.
     let all = quantize_tiny(support::tiny_options()).expect("quantizes");
     assert!(quantize_linear_nodes(&all.bytes) > 0);

@@ -34,6 +34,18 @@ pub struct Built {
     pub rewrite: RewriteSummary,
 }
 
+impl Built {
+    /// Whether no op was quantized (statically, dynamically or to 4 bits): the model is the
+    /// FP32 graph.
+    pub fn quantizes_nothing(&self) -> bool {
+        let d = &self.rewrite.dynamic;
+        self.plan.quantized_nodes.is_empty()
+            && d.matmuls == 0
+            && d.tables == 0
+            && self.rewrite.int4_matmuls == 0
+    }
+}
+
 /// How a build quantizes the activations of MatMul and Gemm with a constant weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ActivationMode {

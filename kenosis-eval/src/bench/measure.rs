@@ -310,8 +310,10 @@ pub struct ThreadLatency {
     pub kenosis_ms: Option<f64>,
 }
 
-/// FP32 (`fp32`) and Kenosis INT8 (`int8`) on `x` at each of [`thread_counts`], every
-/// session in one interleaved set (see [`interleaved`]).
+/// FP32 (`fp32`) and Kenosis INT8 (`int8`) on `x` at each of [`thread_counts`]: for each
+/// count and model in turn, `warmup` runs then `runs` timed ones, back to back. Not
+/// interleaved, unlike the single-thread rows: after a run, ONNX Runtime's worker threads spin
+/// for a while, and would take the cores from the next session's run.
 ///
 /// # Errors
 /// ONNX Runtime's message when a session cannot be made or run.
@@ -322,27 +324,26 @@ pub fn thread_latencies(
     warmup: usize,
     runs: usize,
 ) -> Result<Vec<ThreadLatency>, String> {
-    let counts = thread_counts();
-    let make = |bytes: &[u8], threads| {
-        kenosis_eval::try_session_threads(bytes, GraphOptimizationLevel::All, None, &[], threads)
-    };
-    let mut sessions: Vec<Session> = Vec::new();
-    for &threads in &counts {
-        sessions.push(make(fp32, threads)?);
-        if let Some(int8) = int8 {
-            sessions.push(make(int8, threads)?);
-        }
-    }
-    let mut refs: Vec<&mut Session> = sessions.iter_mut().collect();
-    let l = latency(&mut refs, x, warmup, runs)?;
-    let per = if int8.is_some() { 2 } else { 1 };
-    Ok((counts.iter().enumerate())
-        .map(|(k, &threads)| ThreadLatency {
+    let median = |bytes: &[u8], threads| -> Result<f64, String> {
+        let mut s = kenosis_eval::try_session_threads(
+            bytes,
+            GraphOptimizationLevel::All,
+            None,
+            &[],
             threads,
-            fp32_ms: l[k * per].median_ms,
-            kenosis_ms: int8.map(|_| l[k * per + 1].median_ms),
+        )?;
+        Ok(latency(&mut [&mut s], x, warmup, runs)?[0].median_ms)
+    };
+    thread_counts()
+        .into_iter()
+        .map(|threads| {
+            Ok(ThreadLatency {
+                threads,
+                fp32_ms: median(fp32, threads)?,
+                kenosis_ms: int8.map(|b| median(b, threads)).transpose()?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Conv fusion in ONNX Runtime's optimized graph (saved at `ORT_ENABLE_ALL`).

@@ -416,8 +416,10 @@ impl Bench {
 
         let _ = writeln!(
             w,
-            "\n## Latency by intra-op thread count (ms, median)\n\nThe same input, every form and \
-             count interleaved; {} logical CPUs here, so a count above that oversubscribes.\n",
+            "\n## Latency by intra-op thread count (ms, median)\n\nThe same input; each count and \
+             model timed back to back, not interleaved (ONNX Runtime's worker threads spin after \
+             a run and would slow the next session's); {} logical CPUs here, so a count above \
+             that oversubscribes.\n",
             self.logical_cpus
         );
         self.threads_table(w);
