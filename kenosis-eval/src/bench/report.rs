@@ -261,7 +261,7 @@ impl Bench {
     /// count of [`thread_counts`].
     fn threads_table(&self, w: &mut String) {
         let counts = thread_counts();
-        let all = counts.last().copied().unwrap_or(1);
+        let all = self.logical_cpus;
         let header: Vec<String> = (counts.iter())
             .map(|&t| {
                 if t == all {
