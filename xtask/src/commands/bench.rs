@@ -86,19 +86,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     // Only a full run's tables replace the ones in docs/benchmarks.md.
     let full_run = !args.quick && args.models.is_none() && args.args.is_empty();
-    let mut cmd = cargo::command(&ort);
+    let mut cmd = bench_binary(&ort);
     if let Some(models) = models {
         cmd.env("KENOSIS_MODELS", models);
     }
-    cmd.args([
-        "run",
-        "--release",
-        "--package",
-        "kenosis-eval",
-        "--bin",
-        "bench",
-        "--",
-    ]);
     if args.quick {
         cmd.arg("--quick");
     }
@@ -152,10 +143,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(code)
 }
 
-/// Measures this machine's relative kernel costs (the bench's `--kernel-costs-only`, which
-/// runs `kenosis_build::kernel_bench`) into `out/kernel-costs.md` and the `kernel-costs`
-/// section of `docs/benchmarks.md`.
-fn kernel_costs(ort: &ort::OrtEnv, out: &Path) -> Result<()> {
+/// `cargo run --release` of the bench binary (`kenosis-eval`'s `bench`), its own arguments to
+/// follow.
+fn bench_binary(ort: &ort::OrtEnv) -> Command {
     let mut cmd = cargo::command(ort);
     cmd.args([
         "run",
@@ -165,10 +155,16 @@ fn kernel_costs(ort: &ort::OrtEnv, out: &Path) -> Result<()> {
         "--bin",
         "bench",
         "--",
-    ])
-    .arg("--kernel-costs-only")
-    .arg("--out-dir")
-    .arg(out);
+    ]);
+    cmd
+}
+
+/// Measures this machine's relative kernel costs (the bench's `--kernel-costs-only`, which
+/// runs `kenosis_build::kernel_bench`) into `out/kernel-costs.md` and the `kernel-costs`
+/// section of `docs/benchmarks.md`.
+fn kernel_costs(ort: &ort::OrtEnv, out: &Path) -> Result<()> {
+    let mut cmd = bench_binary(ort);
+    cmd.arg("--kernel-costs-only").arg("--out-dir").arg(out);
     let code = cargo::run(cmd)?;
     if code != ExitCode::SUCCESS {
         bail!("the kernel-costs measurement failed");
