@@ -41,36 +41,12 @@ pub(crate) fn load() -> Result<(), Error> {
             "writing the bundled ONNX Runtime to a sealed in-memory file: {e}"
         ))
     })?;
-    release_copied_pages();
+    // The copy was the stored bytes' only reader.
+    crate::pages::release(LIBRARY);
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
     ort::init_from(&path)
         .map_err(|e| environment(format!("loading the bundled ONNX Runtime: {e}")))?;
     // The loader maps the file and holds its own reference to it: the descriptor can go.
     drop(file);
     Ok(())
-}
-
-/// Drops the pages of [`LIBRARY`] that the copy read from this process's memory
-/// (`MADV_DONTNEED`): they are clean pages of the executable file, read again from it if ever
-/// touched, and would otherwise stay resident next to the loaded library for the life of the
-/// process. They stay in the kernel's page cache, so the next start of the program finds
-/// them there (`MADV_PAGEOUT`, used before, evicted them from it too, and the next start read
-/// them from disk). A hint: where the kernel refuses it, nothing changes.
-fn release_copied_pages() {
-    let page = rustix::param::page_size();
-    let start = LIBRARY.as_ptr() as usize;
-    let first = start.next_multiple_of(page);
-    let end = (start + LIBRARY.len()) / page * page;
-    if end > first {
-        // SAFETY: the range lies inside `LIBRARY`, a static in the executable's read-only
-        // segment, a private mapping of the file that nothing ever writes: MADV_DONTNEED
-        // drops its pages from this process, and a later read maps the file's same bytes.
-        let _ = unsafe {
-            rustix::mm::madvise(
-                first as *mut _,
-                end - first,
-                rustix::mm::Advice::LinuxDontNeed,
-            )
-        };
-    }
 }

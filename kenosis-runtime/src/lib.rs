@@ -53,6 +53,8 @@ mod io;
 ))]
 mod memfd;
 mod model;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod pages;
 #[cfg(all(
     any(feature = "bundled-ort", test),
     any(target_os = "linux", target_os = "android")

@@ -375,6 +375,9 @@ impl EmbeddedModel {
         let session = builder
             .commit_from_memory(self.bytes)
             .map_err(|e| session_error(e.to_string()))?;
+        // ONNX Runtime parsed its own copy: the embedded bytes are not read again by it.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        crate::pages::release(self.bytes);
 
         let describe = |outlets: &[ort::value::Outlet]| {
             outlets
