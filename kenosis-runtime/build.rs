@@ -17,7 +17,9 @@
 //! states the size the binary stores.
 
 use std::env;
+#[cfg(feature = "bundled-ort")]
 use std::fs::File;
+#[cfg(feature = "bundled-ort")]
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -30,11 +32,13 @@ const LIB_NAMES: [&str; 3] = [
 
 /// zstd's compression level for the bundled library: 19, the highest before the `--ultra`
 /// levels, whose larger windows would cost the device more memory while decompressing.
+#[cfg(feature = "bundled-ort")]
 const LEVEL: i32 = 19;
 
 /// How many zstd frames the bundled library is cut into: as many threads decompress it on a
 /// device (a 4-core board), for 1.4 % more bytes than one frame (measured on the x86-64
 /// library, docs/bundled-runtime.md).
+#[cfg(feature = "bundled-ort")]
 const FRAMES: usize = 4;
 
 fn main() {
@@ -63,25 +67,7 @@ fn main() {
         return;
     }
     match library(&target, bundled) {
-        Ok(Some(path)) if bundled => {
-            directive("rerun-if-changed", &path.display().to_string());
-            let uncompressed = env::var_os("CARGO_FEATURE_BUNDLED_ORT_UNCOMPRESSED").is_some();
-            let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
-            match store(&path, uncompressed, &out) {
-                Ok((stored, note)) => {
-                    directive(
-                        "rustc-env",
-                        &format!("KENOSIS_BUNDLED_ORT={}", stored.display()),
-                    );
-                    warning(&note);
-                }
-                Err(message) => {
-                    eprintln!("{message}");
-                    warning(&message);
-                    std::process::exit(1);
-                }
-            }
-        }
+        Ok(Some(path)) if bundled => bundle(&path),
         Ok(_) => {}
         Err(message) => {
             // `cargo::error` would keep going to the link step and bury this under the
@@ -92,6 +78,33 @@ fn main() {
         }
     }
 }
+
+/// Stores `path`, the target's library, for the binary to embed (see [`store`]) and tells
+/// rustc where it is; stops the build when it cannot.
+#[cfg(feature = "bundled-ort")]
+fn bundle(path: &Path) {
+    directive("rerun-if-changed", &path.display().to_string());
+    let uncompressed = env::var_os("CARGO_FEATURE_BUNDLED_ORT_UNCOMPRESSED").is_some();
+    let out = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
+    match store(path, uncompressed, &out) {
+        Ok((stored, note)) => {
+            directive(
+                "rustc-env",
+                &format!("KENOSIS_BUNDLED_ORT={}", stored.display()),
+            );
+            warning(&note);
+        }
+        Err(message) => {
+            eprintln!("{message}");
+            warning(&message);
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Without `bundled-ort` nothing is embedded (`main` never calls this).
+#[cfg(not(feature = "bundled-ort"))]
+fn bundle(_: &Path) {}
 
 /// Prints `cargo::{key}={value}`, the one place this script writes to cargo. A value holding
 /// a line break (a library path from `ORT_LIB_PATH` or a `dylib` key, say) would end the line
@@ -114,6 +127,7 @@ fn warning(message: &str) {
 
 /// The file the binary embeds for `library` (the library itself, or its zstd compression in
 /// `out`), and the one line that states what the binary stores.
+#[cfg(feature = "bundled-ort")]
 fn store(library: &Path, uncompressed: bool, out: &Path) -> Result<(PathBuf, String), String> {
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     let size = |path: &Path| {
@@ -150,6 +164,7 @@ fn store(library: &Path, uncompressed: bool, out: &Path) -> Result<(PathBuf, Str
 /// `library` as [`FRAMES`] zstd frames of equal parts, one after the other, each at [`LEVEL`]
 /// with its content size and a checksum (compressed in parallel), written to `dest` through
 /// a temporary file renamed into place. The device decompresses the frames in parallel.
+#[cfg(feature = "bundled-ort")]
 fn compress(library: &Path, dest: &Path) -> std::io::Result<()> {
     let bytes = std::fs::read(library)?;
     let part = bytes.len().div_ceil(FRAMES).max(1);
@@ -177,6 +192,7 @@ fn compress(library: &Path, dest: &Path) -> std::io::Result<()> {
 }
 
 /// `chunk` as one zstd frame at [`LEVEL`], with its content size and a checksum.
+#[cfg(feature = "bundled-ort")]
 fn frame(chunk: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut encoder = zstd::stream::Encoder::new(Vec::new(), LEVEL)?;
     encoder.include_checksum(true)?;

@@ -16,7 +16,7 @@
 /// read-only mapping of a file (see the module docs); does nothing otherwise, or when the
 /// kernel refuses (a hint: the contents never change either way).
 pub(crate) fn release(bytes: &'static [u8]) {
-    let page = rustix::param::page_size();
+    let page = page_size();
     let start = bytes.as_ptr() as usize;
     let first = start.next_multiple_of(page);
     let end = (start + bytes.len()) / page * page;
@@ -26,13 +26,16 @@ pub(crate) fn release(bytes: &'static [u8]) {
     // SAFETY: the pages from `first` to `end` lie inside `bytes` and inside one read-only,
     // private mapping of a file (checked above): nothing can have written them, so
     // MADV_DONTNEED only drops them from this process, and a later read maps the same bytes.
-    let _ = unsafe {
-        rustix::mm::madvise(
-            first as *mut _,
-            end - first,
-            rustix::mm::Advice::LinuxDontNeed,
-        )
-    };
+    let _ = unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED) };
+}
+
+/// The page size (`sysconf(_SC_PAGESIZE)`; 4096 should it fail).
+fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system; it has no memory effects.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096)
 }
 
 /// Whether the address range `first..end` lies inside one mapping of `/proc/self/maps` that is
@@ -90,7 +93,7 @@ mod tests {
 
     #[test]
     fn released_read_only_file_pages_read_back_the_same_bytes() {
-        let page = rustix::param::page_size();
+        let page = page_size();
         let start = IN_THE_EXECUTABLE.as_ptr() as usize;
         let (first, end) = (
             start.next_multiple_of(page),
@@ -108,7 +111,7 @@ mod tests {
     #[test]
     fn heap_memory_is_left_alone() {
         let leaked: &'static [u8] = Box::leak(vec![7u8; 64 * 1024].into_boxed_slice());
-        let page = rustix::param::page_size();
+        let page = page_size();
         let start = leaked.as_ptr() as usize;
         assert!(!read_only_file_mapping(
             start.next_multiple_of(page),
