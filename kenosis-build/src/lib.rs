@@ -136,6 +136,12 @@ pub mod pipeline;
 #[cfg(not(feature = "internals"))]
 mod pipeline;
 
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod cast;
+#[cfg(not(feature = "internals"))]
+mod cast;
+
 // The front end: the cache, the kernel costs kept in it, cargo, discovery.
 #[cfg(feature = "internals")]
 #[doc(hidden)]

@@ -8,6 +8,9 @@ pub enum Error {
     /// Reading, decoding, quantizing or running a model failed (the message names the file).
     #[error(transparent)]
     Kenosis(#[from] kenosis_build::Error),
+    /// A model cannot be cast to 16-bit weights (a weight out of range names its tensor).
+    #[error(transparent)]
+    Cast(#[from] kenosis_build::cast::CastError),
     /// An option argument does not parse as `include_quantized!` option syntax.
     #[error("option `{arg}`: {message}")]
     Option {

@@ -6,8 +6,11 @@
 //!   INT8 model against its FP32 original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
 //! - `kenosis diff A B`: what differs between two models;
-//! - `kenosis report`: what the last `cargo build` of the current package quantized.
+//! - `kenosis report`: what the last `cargo build` of the current package quantized;
+//! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
+//!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
 
+mod cast;
 mod diff;
 mod error;
 mod inspect;
@@ -21,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Quantize, validate, inspect and compare ONNX models with Kenosis, outside a build
+/// Quantize, validate, inspect, compare and cast ONNX models with Kenosis, outside a build
 #[derive(Parser)]
 #[command(name = "kenosis", version, about)]
 struct Cli {
@@ -58,6 +61,21 @@ enum Command {
     /// in INT8 and in FP32 with the reason, fidelity, sizes, and where the artifact and its
     /// JSON report are
     Report(report::Args),
+    /// Store an FP32 model's weights in FP16 or BF16, each behind a Cast to FP32: a file
+    /// about half the size that still computes in FP32
+    ///
+    /// Serves smaller model files and binaries on any CPU: compute stays FP32 (ONNX Runtime's
+    /// CPU provider has almost no FP16/BF16 kernels), so speed and session memory are those
+    /// of the FP32 model (for speed, use `quantize`). The cost is at load time: ONNX Runtime
+    /// constant-folds the Casts when it creates the session (graph optimizations on, the
+    /// default). Float weights of at least 64 elements are cast, rounded to nearest even;
+    /// small ones, quantization scales and integer weights stay as they are.
+    ///
+    /// fp16 has 11 bits of mantissa but loses range: a weight beyond 65504 would become
+    /// infinite, and such a model is refused naming the tensor. bf16 keeps FP32's range with
+    /// 8 bits of mantissa (less precise), and needs opset 13 or later. OUT is one
+    /// self-contained file (external data is read in).
+    Cast(cast::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +86,7 @@ fn main() -> ExitCode {
         Command::Inspect { model } => inspect::run(&model),
         Command::Diff { a, b } => diff::run(&a, &b),
         Command::Report(args) => report::run(&args),
+        Command::Cast(args) => cast::run(&args),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,6 +47,8 @@ const LAYERS: &[(&str, Layer)] = &[
     ("report", Layer::Stage),
     ("options", Layer::Stage),
     ("pipeline", Layer::Stage),
+    // `kenosis cast`: decodes and reads external data as the pipeline does.
+    ("cast", Layer::Stage),
     ("cache", Layer::Stage),
     ("kernel_bench", Layer::Stage),
     ("cargo", Layer::Stage),
