@@ -15,6 +15,7 @@ mod diff;
 mod error;
 mod inspect;
 mod model;
+mod progress;
 mod quantize;
 mod report;
 mod validate;

@@ -45,7 +45,11 @@ pub fn run(args: &Args) -> Result<()> {
         path: args.model.clone(),
         source,
     })?;
-    let quantized = kenosis_build::quantize(&args.model, &bytes, &calibration, &options)?;
+    // The library reports no progress while it works: a spinner with the elapsed time.
+    let spinner = crate::progress::spinner(&format!("quantizing {}", args.model.display()));
+    let quantized = kenosis_build::quantize(&args.model, &bytes, &calibration, &options);
+    spinner.finish_and_clear();
+    let quantized = quantized?;
     crate::model::write_atomic(&args.output, &quantized.bytes)?;
     let report = serde_json::to_vec_pretty(&quantized.report)
         .map_err(|e| Error::Mismatch(format!("the report does not serialize: {e}")))?;

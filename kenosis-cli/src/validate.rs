@@ -75,8 +75,15 @@ pub fn run(args: &Args) -> Result<()> {
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let agreement = agreement(&args.fp32, &fp32, &args.int8, &int8, &names, &data.samples)?;
     let sample = data.samples.last().map(Vec::as_slice).unwrap_or_default();
-    let (fp32_ms, int8_ms) =
-        kenosis_build::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed)?;
+    // The timing reports no progress per run (`kenosis_build::speed` takes no callback).
+    let spinner = crate::progress::spinner(&format!(
+        "timing {} interleaved runs of each model",
+        args.timed.max(1)
+    ));
+    let timed =
+        kenosis_build::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed);
+    spinner.finish_and_clear();
+    let (fp32_ms, int8_ms) = timed?;
     let source = match &args.data {
         Some(dir) => format!("the samples in {}", dir.display()),
         None => {
@@ -123,11 +130,14 @@ pub fn agreement(
     names: &[String],
     samples: &[Vec<SampleValue>],
 ) -> Result<Agreement> {
+    let bar = crate::progress::bar(2 * samples.len(), "");
     let outputs = |path: &Path, model: &ModelProto| -> Result<Vec<NamedOutputs>> {
+        bar.set_message(format!("running {} on the samples", path.display()));
         let mut s = session(path, model.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
         samples
             .iter()
             .map(|sample| {
+                bar.inc(1);
                 let inputs = sample_inputs(names, sample, path)?;
                 let out = s
                     .run(borrowed(&inputs))
@@ -145,7 +155,9 @@ pub fn agreement(
             })
             .collect()
     };
-    let (a, b) = (outputs(fp32_path, fp32)?, outputs(int8_path, int8)?);
+    let ran = outputs(fp32_path, fp32).and_then(|a| Ok((a, outputs(int8_path, int8)?)));
+    bar.finish_and_clear();
+    let (a, b) = ran?;
     let mut cosines = Vec::new();
     let mut top1_agree = 0;
     for (a, b) in a.iter().zip(&b) {
