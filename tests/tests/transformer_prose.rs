@@ -197,8 +197,11 @@ fn minilm_with_int4_weights_builds_runs_and_stays_close() {
     };
     let fp32 = std::fs::read(&path).expect("model file");
     let build = |weights| {
+        // Untimed: int4 runs at about FP32's speed, so under load the speed check may
+        // rightly ship FP32, and this test is about the int4 form, not the placement.
         let options = QuantizeOptions {
             weights,
+            speed_check: false,
             ..native_options()
         };
         quantize(
