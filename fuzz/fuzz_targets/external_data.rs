@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
     let dir = folder();
     let path = dir.join("model.onnx");
     std::fs::write(dir.join("weights.bin"), weights).expect("weights");
-    let Ok(model) = kenosis_build::pipeline::decode(&path, model_bytes) else {
+    let Ok(model) = kenosis_build::onnx::decode(&path, model_bytes) else {
         return;
     };
     if kenosis_build::pipeline::external_files(&path, &model).is_err() {

@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
     }
     let bytes = std::fs::read(input)?;
-    let model = kenosis_build::pipeline::decode(input, &bytes)?;
+    let model = kenosis_build::onnx::decode(input, &bytes)?;
     let size = bytes.len();
     drop(bytes);
     let q = kenosis_build::pipeline::quantize_decoded(input, model, size, &calibration, &options)?;

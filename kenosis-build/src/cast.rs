@@ -235,7 +235,7 @@ pub struct Cast {
 /// external data cannot be read (as quantizing reports it); the errors of [`cast_model`];
 /// [`CastError::TooLarge`] past 2 GiB.
 pub fn cast(path: &Path, model_bytes: &[u8], precision: Precision) -> Result<Cast, CastError> {
-    let mut model = crate::pipeline::decode(path, model_bytes)?;
+    let mut model = onnx::decode(path, model_bytes).map_err(Error::from)?;
     let dir = crate::pipeline::model_dir(path);
     // The same checks and errors as quantizing's (`pipeline::external_files`), before any
     // tensor is read.

@@ -163,6 +163,15 @@ impl<R> From<&ort::Error<R>> for OrtFailure {
 /// Shorthand for `Result<T, kenosis_build::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl From<crate::onnx::InvalidModel> for Error {
+    fn from(e: crate::onnx::InvalidModel) -> Self {
+        Error::InvalidModel {
+            path: e.path,
+            reason: e.reason,
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

@@ -5,23 +5,23 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::time::Instant;
 
-use kenosis_manifest::{ElementType, TensorInfo};
 use prost::Message;
 
 use crate::calibrate::gram::ConvGeometry;
+use crate::calibrate::rules::{held_out_count, spread_to_end, synthetic_rejected, MIN_BULK_STEPS};
 use crate::calibrate::session::GramRequest;
 use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
 use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::{self, data::input_specs, CalibrationData};
-use crate::error::{Error, NodeRef, OrtFailure, Result, Unsupported};
+use crate::error::{Error, NodeRef, Result, Unsupported};
 use crate::fidelity;
 use crate::kernel_costs::Pricing;
 use crate::normalize::Normalized;
-use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto};
 use crate::quantize::build::{ActivationMode, Builder, Built, KeptFloat, Statistics};
 use crate::quantize::plan::{self, PlanOptions};
 use crate::quantize::rewrite::{Range, WeightOptions};
-use crate::report::{ActivationsChoice, Report};
+use crate::report::{tensor_info, ActivationsChoice, Report};
 use crate::speed;
 
 pub use crate::options::QuantizeOptions;
@@ -44,29 +44,6 @@ pub struct Quantized {
     pub bytes: Vec<u8>,
     /// What was done (the `key` and `artifact_blake3` fields are filled here too).
     pub report: Report,
-}
-
-/// Decodes an ONNX model, naming `path` in errors.
-///
-/// # Errors
-/// [`Error::InvalidModel`] for empty input, bytes that are not a `ModelProto`, or a model
-/// without a graph.
-pub fn decode(path: &Path, bytes: &[u8]) -> Result<ModelProto> {
-    let invalid = |reason: String| Error::InvalidModel {
-        path: path.to_owned(),
-        reason,
-    };
-    if bytes.is_empty() {
-        return Err(invalid("the file is empty".into()));
-    }
-    let model =
-        ModelProto::decode(bytes).map_err(|e| invalid(format!("protobuf decoding failed: {e}")))?;
-    if model.graph.is_none() || model.ir_version.is_none() {
-        return Err(invalid(
-            "no graph or IR version: this protobuf is not an ONNX ModelProto".into(),
-        ));
-    }
-    Ok(model)
 }
 
 /// The folder external data locations of the model at `path` are relative to.
@@ -111,11 +88,11 @@ pub fn quantize(
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
-    let model = decode(path, model_bytes)?;
+    let model = onnx::decode(path, model_bytes)?;
     quantize_decoded(path, model, model_bytes.len(), calibration, options)
 }
 
-/// [`quantize`] for a model already decoded with [`decode`] from a file of `size_fp32`
+/// [`quantize`] for a model already decoded with [`onnx::decode`] from a file of `size_fp32`
 /// bytes, so that the caller can drop the encoded bytes first (peak memory: the encoded
 /// model is one more model-sized buffer).
 ///
@@ -935,38 +912,6 @@ fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, 
     ops
 }
 
-/// The reason given when ONNX Runtime fails on synthetic calibration data: synthetic integer
-/// inputs are token ids, which a shape, index or size input cannot take.
-fn synthetic_rejected(specs: &[calibrate::data::InputSpec], source: &OrtFailure) -> String {
-    let ints: Vec<String> = specs
-        .iter()
-        .filter(|s| {
-            matches!(
-                s.elem_type.known(),
-                Some(
-                    DataType::Int64
-                        | DataType::Int32
-                        | DataType::Int16
-                        | DataType::Int8
-                        | DataType::Uint8
-                )
-            )
-        })
-        .map(|s| format!("`{}`", s.name))
-        .collect();
-    let tokens = if ints.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; its integer inputs ({}) were synthesized as token ids",
-            ints.join(", ")
-        )
-    };
-    format!(
-        "ONNX Runtime failed on synthetic calibration data ({source}){tokens}; give calibration samples"
-    )
-}
-
 /// The graph half of [`quantize`] without ONNX Runtime: decode, normalize, plan and rewrite
 /// `model_bytes` with every planned activation range set to `[-1, 1]` and no bias
 /// correction, then encode. The result is not a useful model; the function exists so that
@@ -976,7 +921,7 @@ fn synthetic_rejected(specs: &[calibrate::data::InputSpec], source: &OrtFailure)
 /// # Errors
 /// [`Error::InvalidModel`] or [`Error::Unsupported`] as [`quantize`] gives them.
 pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
-    let model = decode(path, model_bytes)?;
+    let model = onnx::decode(path, model_bytes)?;
     if !onnx::external::files(&model, Path::new("")).is_ok_and(|f| f.is_empty()) {
         return Err(Error::unsupported(path, Unsupported::ExternalOffline));
     }
@@ -1030,171 +975,5 @@ fn mode_name(mode: ActivationMode) -> &'static str {
     match mode {
         ActivationMode::Static => "static",
         ActivationMode::Dynamic => "dynamic",
-    }
-}
-
-/// Fewest uint8 steps the central 99% of an activation's values may span before it is
-/// kept FP32 as outlier-dominated.
-const MIN_BULK_STEPS: f64 = 8.0;
-
-/// Samples held out of range calibration to check a fidelity target: a fifth, at least 1.
-fn held_out_count(samples: usize) -> usize {
-    (samples / 5).max(1).min(samples)
-}
-
-/// Moves `count` samples spread evenly over `samples` (the last of each of `count` equal
-/// runs) to its end, the others keeping their order. A folder sorted by file name often
-/// groups samples by kind (document pages, then photographs): a held-out tail of one kind
-/// would judge a fidelity target on that kind alone.
-fn spread_to_end<T>(samples: &mut Vec<T>, count: usize) {
-    let len = samples.len();
-    if count == 0 || count > len {
-        return;
-    }
-    let held: HashSet<usize> = (0..count).map(|k| (k + 1) * len / count - 1).collect();
-    let (mut kept, mut out) = (Vec::with_capacity(len - count), Vec::with_capacity(count));
-    for (i, s) in samples.drain(..).enumerate() {
-        if held.contains(&i) {
-            out.push(s);
-        } else {
-            kept.push(s);
-        }
-    }
-    kept.extend(out);
-    *samples = kept;
-}
-
-/// The graph inputs (initializers excluded: older IR versions list them as inputs) and
-/// outputs `model` declares, as the manifest records them.
-pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
-    let Some(graph) = &model.graph else {
-        return (Vec::new(), Vec::new());
-    };
-    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
-    let inputs = (graph.input.iter())
-        .filter(|i| !initializers.contains(i.name()))
-        .map(tensor_info)
-        .collect();
-    (inputs, graph.output.iter().map(tensor_info).collect())
-}
-
-fn tensor_info(vi: &ValueInfoProto) -> TensorInfo {
-    let (elem, dims) = onnx::declared_tensor(vi).unwrap_or((DataType::Undefined.into(), None));
-    TensorInfo {
-        name: vi.name().to_owned(),
-        dtype: elem
-            .known()
-            .and_then(element_type)
-            .unwrap_or(ElementType::F32),
-        shape: dims.unwrap_or_default(),
-    }
-}
-
-/// The manifest's element type for ONNX type `t`; `None` for types the manifest does not
-/// pass through (complex, bfloat16, the 8-, 6-, 4- and 2-bit types), which a graph input or
-/// output then records as `f32`.
-fn element_type(t: DataType) -> Option<ElementType> {
-    use DataType as D;
-    Some(match t {
-        D::Float => ElementType::F32,
-        D::Uint8 => ElementType::U8,
-        D::Int8 => ElementType::I8,
-        D::Uint16 => ElementType::U16,
-        D::Int16 => ElementType::I16,
-        D::Int32 => ElementType::I32,
-        D::Int64 => ElementType::I64,
-        D::String => ElementType::String,
-        D::Bool => ElementType::Bool,
-        D::Float16 => ElementType::F16,
-        D::Double => ElementType::F64,
-        D::Uint32 => ElementType::U32,
-        D::Uint64 => ElementType::U64,
-        D::Undefined
-        | D::Complex64
-        | D::Complex128
-        | D::Bfloat16
-        | D::Float8e4m3fn
-        | D::Float8e4m3fnuz
-        | D::Float8e5m2
-        | D::Float8e5m2fnuz
-        | D::Uint4
-        | D::Int4
-        | D::Float4e2m1
-        | D::Float8e8m0
-        | D::Uint2
-        | D::Int2
-        | D::Float6e2m3
-        | D::Float6e3m2 => return None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn held_out_samples_are_spread_over_the_folder_order() {
-        // 44 pages then 6 photographs, as a folder sorted by name gives them.
-        let mut samples: Vec<usize> = (0..50).collect();
-        let count = held_out_count(samples.len());
-        spread_to_end(&mut samples, count);
-        let held = &samples[50 - count..];
-        assert_eq!(held, [4, 9, 14, 19, 24, 29, 34, 39, 44, 49]);
-        assert!(held.iter().any(|&i| i < 44) && held.iter().any(|&i| i >= 44));
-        // The others keep their order, and nothing is lost.
-        assert!(samples[..50 - count].windows(2).all(|w| w[0] < w[1]));
-        let mut all = samples.clone();
-        all.sort_unstable();
-        assert_eq!(all, (0..50).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn declared_io_records_element_types_and_f32_for_types_the_manifest_lacks() {
-        let mut unknown = onnx::tensor_info("code99", DataType::Float, Some(&[2]));
-        if let Some(onnx::type_proto::Value::TensorType(t)) =
-            unknown.r#type.as_mut().and_then(|t| t.value.as_mut())
-        {
-            t.elem_type = Some(99);
-        }
-        let graph = onnx::GraphProto {
-            input: vec![
-                onnx::tensor_info("ids", DataType::Int64, Some(&[1, 8])),
-                onnx::tensor_info("flags", DataType::Bool, None),
-                onnx::tensor_info("w", DataType::Float, Some(&[2])),
-            ],
-            initializer: vec![onnx::tensor::from_f32("w", &[2], &[0.0, 1.0])],
-            output: vec![
-                onnx::tensor_info("half", DataType::Float16, None),
-                onnx::tensor_info("wide", DataType::Uint64, None),
-                onnx::tensor_info("brain", DataType::Bfloat16, None),
-                unknown,
-            ],
-            ..Default::default()
-        };
-        let model = ModelProto {
-            graph: Some(graph),
-            ..Default::default()
-        };
-        let (inputs, outputs) = declared_io(&model);
-        let types = |infos: &[TensorInfo]| -> Vec<(String, ElementType)> {
-            infos.iter().map(|i| (i.name.clone(), i.dtype)).collect()
-        };
-        let named = |pairs: &[(&str, ElementType)]| -> Vec<(String, ElementType)> {
-            pairs.iter().map(|&(n, t)| (n.to_owned(), t)).collect()
-        };
-        assert_eq!(
-            types(&inputs),
-            named(&[("ids", ElementType::I64), ("flags", ElementType::Bool)])
-        );
-        assert_eq!(
-            types(&outputs),
-            named(&[
-                ("half", ElementType::F16),
-                ("wide", ElementType::U64),
-                ("brain", ElementType::F32),
-                ("code99", ElementType::F32),
-            ])
-        );
-        assert_eq!(inputs[0].shape, vec![Some(1), Some(8)]);
     }
 }

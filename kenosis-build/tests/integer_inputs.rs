@@ -68,9 +68,9 @@ fn evaluation_text() -> Vec<u8> {
 
 /// INT8-vs-FP32 agreement of `q` on `samples`, measured by ONNX Runtime as users run it.
 fn agreement(model: &Path, q: &Quantized, samples: &[Vec<SampleValue>], names: &[String]) -> f64 {
-    let fp32 = kenosis_build::pipeline::decode(model, &std::fs::read(model).expect("model"))
+    let fp32 = kenosis_build::onnx::decode(model, &std::fs::read(model).expect("model"))
         .expect("fp32 decodes");
-    let int8 = kenosis_build::pipeline::decode(model, &q.bytes).expect("int8 decodes");
+    let int8 = kenosis_build::onnx::decode(model, &q.bytes).expect("int8 decodes");
     let evaluator = Evaluator::new(
         &fp32,
         &fidelity::Compared::FloatOutputs,

@@ -6,7 +6,7 @@ use kenosis_build::onnx::ModelProto;
 
 use crate::error::{Error, Result};
 
-/// The model at `path`, decoded (see `kenosis_build::pipeline::decode`), and its size in
+/// The model at `path`, decoded (see `kenosis_build::onnx::decode`), and its size in
 /// bytes.
 ///
 /// # Errors
@@ -16,7 +16,7 @@ pub fn read(path: &Path) -> Result<(ModelProto, usize)> {
         path: path.to_owned(),
         source,
     })?;
-    let model = kenosis_build::pipeline::decode(path, &bytes)?;
+    let model = kenosis_build::onnx::decode(path, &bytes).map_err(kenosis_build::Error::from)?;
     Ok((model, bytes.len()))
 }
 

@@ -239,7 +239,7 @@ pub fn optimized_session(bytes: &[u8]) -> (Session, Vec<kenosis_build::onnx::Nod
     let path = dir.path().join("optimized.onnx");
     let s = session(bytes, GraphOptimizationLevel::All, Some(&path));
     let written = std::fs::read(&path).expect("optimized model written");
-    let model = kenosis_build::pipeline::decode(&path, &written).expect("optimized model decodes");
+    let model = kenosis_build::onnx::decode(&path, &written).expect("optimized model decodes");
     (s, model.graph.expect("graph").node)
 }
 
@@ -323,7 +323,7 @@ pub fn op_types(path: &Path) -> Vec<String> {
 
 /// Op types of the main graph's nodes of the ONNX model `bytes` (`path` names it in errors).
 pub fn model_op_types(path: &Path, bytes: &[u8]) -> Vec<String> {
-    let model = kenosis_build::pipeline::decode(path, bytes).expect("decodes");
+    let model = kenosis_build::onnx::decode(path, bytes).expect("decodes");
     model
         .graph
         .expect("graph")

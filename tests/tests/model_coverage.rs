@@ -194,7 +194,7 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     // MatMul. The time estimate keeps the early, high-resolution Convs FP32 too (their
     // HardSwishes would each cost a DequantizeLinear and a QuantizeLinear); every other Conv
     // fuses to QLinearConv.
-    let model = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
+    let model = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let constant_dims: HashMap<&str, Vec<i64>> = graph
         .node
@@ -364,7 +364,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
         "{:?}",
         q.report.normalize
     );
-    let model = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
+    let model = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let excitation = se_convs(graph);
     assert_eq!(excitation.len(), 20, "10 branches of 2 Convs each");
@@ -424,7 +424,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     // BatchNormalization after the first ConvTranspose. Every HardSwish written out as
     // `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` is one `HardSwish`.
     let fp32 = std::fs::read(&path).expect("model");
-    let decoded = kenosis_build::pipeline::decode(&path, &fp32).expect("decodes");
+    let decoded = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
     let folded = kenosis_build::normalize::normalize(decoded).expect("normalizes");
     let (summary, graph) = (&folded.summary, folded.graph());
     let producer: HashMap<&str, &str> = graph
@@ -887,8 +887,7 @@ fn yolox_keeps_its_stem_fp32_every_quantized_conv_fuses_and_the_output_stays_fp3
 #[test]
 fn yolox_silu_inputs_spend_their_levels_where_the_silu_has_slope() {
     let Some((_, q, _)) = yolox() else { return };
-    let model =
-        kenosis_build::pipeline::decode(Path::new("yolox INT8"), &q.bytes).expect("decodes");
+    let model = kenosis_build::onnx::decode(Path::new("yolox INT8"), &q.bytes).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let index = kenosis_build::graph::GraphIndex::new(graph);
     let zero_points: Vec<u8> = graph
@@ -985,8 +984,8 @@ fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
     use prost::Message;
     let Some(shared) = shared_dir() else { return };
     let path = shared.join("models/efficientnet_lite0.onnx");
-    let mut model = kenosis_build::pipeline::decode(&path, &std::fs::read(&path).expect("model"))
-        .expect("decodes");
+    let mut model =
+        kenosis_build::onnx::decode(&path, &std::fs::read(&path).expect("model")).expect("decodes");
     let g = model.graph.as_mut().expect("graph");
     let logits = g.output[0].name().to_owned();
     g.node.push(onnx::make_node(

@@ -6,6 +6,7 @@ pub mod data;
 pub mod gram;
 pub mod image_range;
 pub mod range;
+pub mod rules;
 pub mod runnable;
 pub mod session;
 pub mod shapes;

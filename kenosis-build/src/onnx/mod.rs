@@ -212,6 +212,42 @@ pub fn make_node(
     }
 }
 
+/// Bytes that are not an ONNX model, and why: the crate's `Error::InvalidModel` (`?` converts
+/// it), with the same text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: not a valid ONNX model: {reason}")]
+pub struct InvalidModel {
+    /// The model file.
+    pub path: std::path::PathBuf,
+    /// What is wrong, e.g. the protobuf decoder's message.
+    pub reason: String,
+}
+
+/// Decodes an ONNX model, naming `path` in errors.
+///
+/// # Errors
+/// [`InvalidModel`] for empty input, bytes that are not a `ModelProto`, or a model without a
+/// graph.
+pub fn decode(path: &std::path::Path, bytes: &[u8]) -> Result<ModelProto, InvalidModel> {
+    use prost::Message;
+
+    let invalid = |reason: String| InvalidModel {
+        path: path.to_owned(),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(invalid("the file is empty".into()));
+    }
+    let model =
+        ModelProto::decode(bytes).map_err(|e| invalid(format!("protobuf decoding failed: {e}")))?;
+    if model.graph.is_none() || model.ir_version.is_none() {
+        return Err(invalid(
+            "no graph or IR version: this protobuf is not an ONNX ModelProto".into(),
+        ));
+    }
+    Ok(model)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

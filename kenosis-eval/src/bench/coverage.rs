@@ -12,7 +12,7 @@ use kenosis_build::calibrate::data::input_specs;
 use kenosis_build::calibrate::session::{borrowed, sample_inputs};
 use kenosis_build::calibrate::shapes;
 use kenosis_build::calibrate::synthetic::{synthetic_with_dims, ImageRange};
-use kenosis_build::pipeline::decode;
+use kenosis_build::onnx::decode;
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use serde::Serialize;
 

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kenosis_build::pipeline::{decode, quantize_decoded};
+use kenosis_build::onnx::decode;
+use kenosis_build::pipeline::quantize_decoded;
 use kenosis_build::{Calibration, QuantizeOptions};
 use serde::Serialize;
 

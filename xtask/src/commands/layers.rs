@@ -54,6 +54,11 @@ const LAYERS: &[(&str, Layer)] = &[
     ("cargo", Layer::Stage),
     ("images", Layer::Stage),
     ("discover", Layer::Stage),
+    // The front end: the builder `build.rs` fills, the files written for a model, and
+    // `Config::compile`, which drives everything above.
+    ("config", Layer::Stage),
+    ("artifact", Layer::Stage),
+    ("compile", Layer::Stage),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
