@@ -8,7 +8,10 @@ use kenosis_build::{Config, Error};
 use prost::Message;
 
 mod support;
-use support::{npy, tiny, TINY};
+use support::{
+    f32_bytes, npy, npy_fortran, sample_values, tiny, tiny_with_batchnorm, tiny_without_inputs,
+    TINY,
+};
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -732,37 +735,15 @@ fn keep_float_names_matching_no_node_are_reported() {
 
 // ---- Issue 33: every build input is hostile. -------------------------------------------
 
-/// A version-1 Fortran-order `.npy` of `shape` holding `values` given in row-major order
-/// (written column-major, as `np.save(path, np.asfortranarray(x))` does).
-fn npy_fortran(values: &[f32], shape: &[usize]) -> Vec<u8> {
-    let strides: Vec<usize> = (0..shape.len())
-        .map(|k| shape[k + 1..].iter().product())
-        .collect();
-    let count: usize = shape.iter().product();
-    let mut column_major = Vec::with_capacity(count * 4);
-    for f in 0..count {
-        // The f-th element in column-major order: the first index varies fastest.
-        let (mut rest, mut row_major) = (f, 0);
-        for (k, &d) in shape.iter().enumerate() {
-            row_major += (rest % d) * strides[k];
-            rest /= d;
-        }
-        column_major.extend(values[row_major].to_le_bytes());
-    }
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let shape = format!("({},)", dims.join(", "));
-    support::npy_with(&column_major, "<f4", &shape, true, 1)
-}
-
 #[test]
 fn a_fortran_order_npy_is_read_in_its_logical_order() {
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
-    let values: Vec<f32> = (0..3 * 8 * 8)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect();
-    let c_order: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    s.write("calib_c/a.npy", &npy(&c_order, "<f4", "(3, 8, 8)"));
+    let values = sample_values(3 * 8 * 8);
+    s.write(
+        "calib_c/a.npy",
+        &npy(&f32_bytes(values.clone()), "<f4", "(3, 8, 8)"),
+    );
     s.write("calib_f/a.npy", &npy_fortran(&values, &[3, 8, 8]));
     let artifact = |dir: &str| {
         let out = s.path(&format!("out-{dir}"));
@@ -781,50 +762,16 @@ fn a_fortran_order_npy_is_read_in_its_logical_order() {
     assert_eq!(artifact("calib_c"), artifact("calib_f"));
 }
 
-/// `tiny()` with a BatchNormalization after its first Conv, and that Conv's bias cut to
-/// `bias_len` values (of 4 output channels).
-fn tiny_with_batchnorm(bias_len: usize) -> ModelProto {
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
-    let conv_out = g.node[0].output[0].clone();
-    g.node[0].output[0] = "conv_raw".into();
-    g.node.insert(
-        1,
-        onnx::make_node(
-            "BatchNormalization",
-            "bn".into(),
-            ["conv_raw", "gamma", "beta", "mean", "var"]
-                .map(String::from)
-                .to_vec(),
-            vec![conv_out],
-            vec![],
-        ),
-    );
-    for (name, v) in [("gamma", 1.5), ("beta", 0.1), ("mean", 0.2), ("var", 0.9)] {
-        g.initializer
-            .push(onnx::tensor::from_f32(name, &[4], &[v; 4]));
-    }
-    let bias = g.node[0].input[2].clone();
-    let t = g
-        .initializer
-        .iter_mut()
-        .find(|t| t.name() == bias)
-        .expect("bias");
-    let values = onnx::tensor::to_f32(t).expect("bias values");
-    *t = onnx::tensor::from_f32(&bias, &[bias_len as i64], &values[..bias_len]);
-    m
-}
-
 #[test]
 fn a_conv_bias_shorter_than_its_output_channels_before_batchnorm() {
     let s = Sandbox::new();
-    s.write("ok.onnx", &tiny_with_batchnorm(4).encode_to_vec());
+    s.write("ok.onnx", &tiny_with_batchnorm(&[0.25; 4]).encode_to_vec());
     s.config()
         .out_dir(s.path("out-ok"))
         .model("ok.onnx")
         .compile()
         .expect("the well-formed fold quantizes");
-    let p = s.write("short.onnx", &tiny_with_batchnorm(1).encode_to_vec());
+    let p = s.write("short.onnx", &tiny_with_batchnorm(&[0.25]).encode_to_vec());
     let err = s.fail(s.config().model("short.onnx"));
     assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");
     assert_mentions(&err, &p, &["has 1 bias values for its 4 output channels"]);
@@ -833,12 +780,8 @@ fn a_conv_bias_shorter_than_its_output_channels_before_batchnorm() {
 #[test]
 fn a_model_without_inputs_given_a_calibration_folder() {
     let s = Sandbox::new();
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
     // The input becomes a constant: the model has no input left to calibrate.
-    g.initializer
-        .push(onnx::tensor::from_f32("x", &[1, 3, 8, 8], &[0.5; 3 * 64]));
-    s.write("m.onnx", &m.encode_to_vec());
+    s.write("m.onnx", &tiny_without_inputs().encode_to_vec());
     let dir = s.path("calib");
     s.write("calib/a.npy", &npy(&[0u8; 3 * 64 * 4], "<f4", "(3, 8, 8)"));
     let err = s.fail(s.config().model("m.onnx").calibration_npy_dir("calib"));

@@ -15,7 +15,9 @@ use kenosis_build::Config;
 use prost::Message;
 
 mod support;
-use support::{externalize, npy_with as npy, tiny, TINY};
+use support::{
+    externalize, f32_bytes, npy_fortran, npy_with as npy, sample_values as sample, tiny, TINY,
+};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile")
@@ -138,27 +140,6 @@ fn external_sparse(name: &str, location: &str) -> onnx::SparseTensorProto {
     }
 }
 
-fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
-    values.into_iter().flat_map(f32::to_le_bytes).collect()
-}
-
-/// The sample calibration files of the corpus hold: `v[i] = (i·37 mod 101)/50 − 1`.
-fn sample(count: usize) -> Vec<f32> {
-    (0..count)
-        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
-        .collect()
-}
-
-fn initializer<'a>(m: &'a mut ModelProto, name: &str) -> &'a mut onnx::TensorProto {
-    m.graph
-        .as_mut()
-        .expect("graph")
-        .initializer
-        .iter_mut()
-        .find(|t| t.name() == name)
-        .expect("initializer")
-}
-
 /// Writes every case's crafted files (not `expected.txt`).
 #[test]
 #[ignore = "regenerates tests/hostile; run with --ignored after changing a case"]
@@ -172,44 +153,15 @@ fn write_hostile_corpus() {
     let tiny_bytes = std::fs::read(TINY).expect("fixture");
 
     // A Fortran-order sample is read in its logical order (handled, not refused).
-    let values = sample(3 * 8 * 8);
-    let mut column_major = Vec::new();
-    for w in 0..8 {
-        for h in 0..8 {
-            for c in 0..3 {
-                column_major.push(values[c * 64 + h * 8 + w]);
-            }
-        }
-    }
     write("fortran_order_npy", "model.onnx", &tiny_bytes);
     write(
         "fortran_order_npy",
         "calib/a.npy",
-        &npy(&f32_bytes(column_major), "<f4", "(3, 8, 8)", true, 1),
+        &npy_fortran(&sample(3 * 8 * 8), &[3, 8, 8]),
     );
 
     // Conv bias of 1 value for 4 output channels, then BatchNormalization.
-    let mut m = tiny();
-    let g = m.graph.as_mut().expect("graph");
-    let conv_out = g.node[0].output[0].clone();
-    g.node[0].output[0] = "conv_raw".into();
-    let bn_inputs = ["conv_raw", "gamma", "beta", "mean", "var"].map(String::from);
-    g.node.insert(
-        1,
-        onnx::make_node(
-            "BatchNormalization",
-            "bn".into(),
-            bn_inputs.to_vec(),
-            vec![conv_out],
-            vec![],
-        ),
-    );
-    for (name, v) in [("gamma", 1.5), ("beta", 0.1), ("mean", 0.2), ("var", 0.9)] {
-        g.initializer
-            .push(onnx::tensor::from_f32(name, &[4], &[v; 4]));
-    }
-    let bias = g.node[0].input[2].clone();
-    *initializer(&mut m, &bias) = onnx::tensor::from_f32(&bias, &[1], &[0.25]);
+    let m = support::tiny_with_batchnorm(&[0.25]);
     write(
         "conv_bias_short_before_batchnorm",
         "model.onnx",
@@ -217,12 +169,7 @@ fn write_hostile_corpus() {
     );
 
     // No input left (it is an initializer), and a calibration folder.
-    let mut m = tiny();
-    m.graph
-        .as_mut()
-        .expect("graph")
-        .initializer
-        .push(onnx::tensor::from_f32("x", &[1, 3, 8, 8], &sample(192)));
+    let m = support::tiny_without_inputs();
     write(
         "no_inputs_with_calibration",
         "model.onnx",

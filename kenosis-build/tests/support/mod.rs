@@ -133,3 +133,88 @@ pub fn tiny_with_clip_max_below_min() -> ModelProto {
         .push(onnx::tensor::from_f32("clip_max", &[], &[-6.0]));
     m
 }
+
+/// The values of the sample calibration files the tests write: `v[i] = (i·37 mod 101)/50 − 1`
+/// for `count` values.
+pub fn sample_values(count: usize) -> Vec<f32> {
+    (0..count)
+        .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+        .collect()
+}
+
+/// `values` as little-endian float32 bytes, an `.npy` payload.
+pub fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+/// A version-1 Fortran-order `.npy` of `shape` holding `values` given in row-major order
+/// (written column-major, as `np.save(path, np.asfortranarray(x))` does).
+pub fn npy_fortran(values: &[f32], shape: &[usize]) -> Vec<u8> {
+    let strides: Vec<usize> = (0..shape.len())
+        .map(|k| shape[k + 1..].iter().product())
+        .collect();
+    let count: usize = shape.iter().product();
+    let mut column_major = Vec::with_capacity(count * 4);
+    for f in 0..count {
+        // The f-th element in column-major order: the first index varies fastest.
+        let (mut rest, mut row_major) = (f, 0);
+        for (k, &d) in shape.iter().enumerate() {
+            row_major += (rest % d) * strides[k];
+            rest /= d;
+        }
+        column_major.extend(values[row_major].to_le_bytes());
+    }
+    // As Python writes the tuple: `(3,)`, `(3, 8, 8)`.
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match dims.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.join(", ")),
+    };
+    npy_with(&column_major, "<f4", &shape, true, 1)
+}
+
+/// [`TINY`] with a BatchNormalization after its first Conv, whose bias becomes `bias` (4
+/// values for its 4 output channels, or fewer: a bias too short to fold).
+pub fn tiny_with_batchnorm(bias: &[f32]) -> ModelProto {
+    let mut m = tiny();
+    let g = m.graph.as_mut().expect("graph");
+    let conv_out = g.node[0].output[0].clone();
+    g.node[0].output[0] = "conv_raw".into();
+    let bn_inputs = ["conv_raw", "gamma", "beta", "mean", "var"].map(String::from);
+    g.node.insert(
+        1,
+        onnx::make_node(
+            "BatchNormalization",
+            "bn".into(),
+            bn_inputs.to_vec(),
+            vec![conv_out],
+            vec![],
+        ),
+    );
+    for (name, v) in [("gamma", 1.5), ("beta", 0.1), ("mean", 0.2), ("var", 0.9)] {
+        g.initializer
+            .push(onnx::tensor::from_f32(name, &[4], &[v; 4]));
+    }
+    let name = g.node[0].input[2].clone();
+    let t = (g.initializer.iter_mut())
+        .find(|t| t.name() == name)
+        .expect("bias");
+    *t = onnx::tensor::from_f32(&name, &[bias.len() as i64], bias);
+    m
+}
+
+/// [`TINY`] whose input `x` is also an initializer (holding [`sample_values`]): a model with
+/// no input left to calibrate.
+pub fn tiny_without_inputs() -> ModelProto {
+    let mut m = tiny();
+    m.graph
+        .as_mut()
+        .expect("graph")
+        .initializer
+        .push(onnx::tensor::from_f32(
+            "x",
+            &[1, 3, 8, 8],
+            &sample_values(192),
+        ));
+    m
+}
