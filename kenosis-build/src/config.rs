@@ -94,12 +94,14 @@ impl Config {
         self
     }
 
-    /// Calibration samples as `.npy` files, one sample per file, in each input's element
-    /// type (float32, int64, int32, int16, int8, uint8 or bool; little-endian, C or Fortran
-    /// order, batch dimension optional); a multi-input model uses one subfolder per input
-    /// name, paired by sorted file name. Only the `.npy` files directly in those folders are
-    /// read, and nothing outside the folder (see `docs/cache-trust.md`). Applies to the model registered just before, or, called before any
-    /// [`Config::model`], to every model without its own folder. Relative paths are resolved
+    /// Calibration samples as `.npy` files, one sample per file, whose dtype is the input's
+    /// element type: float32, int64, int32, int16, int8, uint8 or bool (an input of another
+    /// type, such as float16 or float64, cannot be calibrated from files). Either byte order,
+    /// C or Fortran order; the leading batch dimension may be left out. A multi-input model
+    /// uses one subfolder per input name, paired by sorted file name. Only the `.npy` files
+    /// directly in those folders are read, and nothing outside the folder (see
+    /// `docs/cache-trust.md`). Applies to the model registered just before, or, called before
+    /// any [`Config::model`], to every model without its own folder. Relative paths are resolved
     /// against `CARGO_MANIFEST_DIR`. Without it, deterministic synthetic inputs are used.
     ///
     /// ```no_run

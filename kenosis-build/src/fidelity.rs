@@ -76,16 +76,21 @@ pub struct Measured {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct FidelityReport {
-    /// Samples compared: a fifth (at least one) of the calibration samples. When a fidelity
-    /// target is set or the activation mode is chosen by measurement, they are spread evenly
-    /// over the samples' order (file-name order for `.npy` folders) and held out of range
-    /// calibration; otherwise they are the last fifth, also used in calibration.
+    /// Samples the INT8 model was compared on: the last fifth of the calibration samples
+    /// (`n / 5` of `n`, at least one; see `calibrate::rules::held_out_count`), whether or
+    /// not they were held out. When a fidelity target is set or the activation mode is chosen
+    /// by measurement, and there is more than one sample, they are picked evenly over the
+    /// samples' order (file-name order for `.npy` folders) and held out of range calibration
+    /// ([`FidelityReport::held_out`]); otherwise they are the last fifth in that order, also
+    /// used in calibration. Not the calibration count: that is the report's
+    /// `calibration_samples`.
     pub samples: usize,
     /// What ran the INT8 model: the build machine's integer kernels, or the QDQ reference
     /// where they differ from the target's (see `crate::kernels`).
     #[serde(default)]
     pub evaluation: Evaluation,
-    /// True when those samples were held out of range calibration (a target was set).
+    /// True when those samples were held out of range calibration (a fidelity target was
+    /// set or the activation mode was chosen by measurement, with more than one sample).
     pub held_out: bool,
     /// Agreement of the final artifact.
     pub measured: Measured,

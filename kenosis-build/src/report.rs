@@ -70,9 +70,10 @@ pub struct Report {
     /// before the choice existed).
     #[serde(default)]
     pub activations: Option<ActivationsChoice>,
-    /// Options the artifact was built with: `QuantizeOptions::canonical`, the text the cache
-    /// key hashes (one `key = value` line per option, then the resolved evaluation and target
-    /// lines).
+    /// Options the artifact was built with: exactly `QuantizeOptions::canonical()` of the
+    /// options it was quantized with, the text the cache key hashes (one `key = value` line
+    /// per option, then the resolved `evaluation`, `host_runs_target`, `target_cpu` and
+    /// `kernel_costs` lines; see there).
     pub options: String,
     /// FP32 model size in bytes.
     pub size_fp32: usize,

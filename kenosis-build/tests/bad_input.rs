@@ -619,6 +619,8 @@ fn an_already_quantized_model_is_refused() {
         &support::tiny_options(),
     )
     .expect("fixture quantizes");
+    // The report names the options it was built with as the cache key hashes them.
+    assert_eq!(q.report.options, support::tiny_options().canonical());
     let p = s.write("int8.onnx", &q.bytes);
     let err = s.fail(s.config().model("int8.onnx"));
     assert!(matches!(err, Error::Unsupported { .. }), "{err:?}");

@@ -328,8 +328,9 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
 
 /// One calibration sample for input `spec` from the bytes of an `.npy` file whose dtype is
 /// the input's element type (float32 `<f4`, int64 `<i8`, int32 `<i4`, int16 `<i2`, int8
-/// `|i1`, uint8 `|u1` or bool `|b1`, little-endian), C or Fortran order, checked against the
-/// input's declared dims (a missing leading batch dimension is added).
+/// `|i1`, uint8 `|u1` or bool `|b1`; the multi-byte ones big-endian too, `>f4`...), C or
+/// Fortran order, checked against the input's declared dims (a missing leading batch
+/// dimension is added).
 ///
 /// # Errors
 /// [`BadSample`] (without the file name, which the caller adds) when the bytes are not an
