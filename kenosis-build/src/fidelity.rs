@@ -30,6 +30,7 @@ use crate::error::{Error, Result, Unsupported};
 use crate::kernels::Evaluation;
 use crate::onnx::{DataType, ModelProto};
 use crate::quantize::build::{Built, KeptFloat};
+use crate::quantize::reason::FloatReason;
 
 /// One-sided 95% standard-normal quantile: the cosine target must hold at this many standard
 /// errors below the held-out mean.
@@ -499,12 +500,12 @@ pub fn meet_target<'a>(
             // Chosen ops get this reason; nodes a choice took along keep their own, and those
             // around a chosen activation already name the target.
             for node in &mut built.plan.float_nodes {
-                let fallback = node.reason == crate::quantize::build::INT8_FALLBACK_REASON;
+                let fallback = node.reason == FloatReason::Int8Fallback;
                 if kept.ops.contains(&node.name)
                     && report.kept_fp32.contains(&node.name)
                     && !fallback
                 {
-                    node.reason = "kept in FP32 to meet the fidelity target".into();
+                    node.reason = FloatReason::FidelityTarget;
                 }
             }
             return Ok((built, report));
@@ -577,7 +578,7 @@ mod tests {
                     .map(|name| FloatNode {
                         name,
                         op_type: "Relu".into(),
-                        reason: String::new(),
+                        reason: FloatReason::Requested,
                     })
                     .collect(),
                 ..Plan::default()

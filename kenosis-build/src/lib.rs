@@ -189,6 +189,7 @@ pub use kenosis_options::{Activations, Weights};
 pub use kernels::Evaluation;
 pub use normalize::NormalizeSummary;
 pub use quantize::plan::FloatNode;
+pub use quantize::reason::FloatReason;
 pub use quantize::rewrite::RewriteSummary;
 pub use report::Report;
 

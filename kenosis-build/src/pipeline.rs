@@ -9,6 +9,7 @@ use prost::Message;
 
 use crate::calibrate::gram::ConvGeometry;
 use crate::calibrate::rules::{held_out_count, spread_to_end, synthetic_rejected, MIN_BULK_STEPS};
+use crate::calibrate::runnable::Blocked;
 use crate::calibrate::session::GramRequest;
 use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
 use crate::calibrate::synthetic::ImageRange;
@@ -20,6 +21,7 @@ use crate::normalize::Normalized;
 use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto};
 use crate::quantize::build::{ActivationMode, Builder, Built, KeptFloat, Statistics};
 use crate::quantize::plan::{self, PlanOptions};
+use crate::quantize::reason::FloatReason;
 use crate::quantize::rewrite::{Range, WeightOptions};
 use crate::report::{tensor_info, ActivationsChoice, Report};
 use crate::speed;
@@ -139,12 +141,13 @@ struct Planned<'p> {
     types: HashMap<String, DataType>,
     specs: Vec<calibrate::data::InputSpec>,
     /// Nodes ONNX Runtime cannot run and those depending on them, with the reason to report
-    /// (empty when not worth naming): they stay FP32, and calibration runs the rest.
-    uncalibratable: BTreeMap<String, String>,
+    /// (`Blocked::CustomOp` when not worth naming): they stay FP32, and calibration runs the
+    /// rest.
+    uncalibratable: BTreeMap<String, Blocked>,
     /// The user's `keep_float` and the uncalibratable nodes given a reason.
     keep: HashSet<String>,
     /// Those reasons, by node name, for the report.
-    keep_float_reasons: HashMap<String, String>,
+    keep_float_reasons: HashMap<String, FloatReason>,
     /// `keep_float` names that name no node.
     keep_float_unmatched: Vec<String>,
     plan: plan::Plan,
@@ -354,10 +357,10 @@ impl<'p> Planned<'p> {
 }
 
 /// The reasons of the `uncalibratable` nodes worth naming, for the report.
-fn keep_float_reasons(uncalibratable: &BTreeMap<String, String>) -> HashMap<String, String> {
+fn keep_float_reasons(uncalibratable: &BTreeMap<String, Blocked>) -> HashMap<String, FloatReason> {
     (uncalibratable.iter())
-        .filter(|(_, reason)| !reason.is_empty())
-        .map(|(name, reason)| (name.clone(), reason.clone()))
+        .filter(|(_, blocked)| **blocked != Blocked::CustomOp)
+        .map(|(name, blocked)| (name.clone(), FloatReason::Uncalibratable(blocked.clone())))
         .collect()
 }
 
@@ -879,17 +882,13 @@ fn unfit_tensors(
     histograms: &HashMap<String, calibrate::stats::Histogram>,
     ranges: &HashMap<String, Range>,
     channel_spreads: &HashMap<String, Vec<f64>>,
-) -> HashMap<String, String> {
-    let mut unfit: HashMap<String, String> = ranges
+) -> HashMap<String, FloatReason> {
+    let mut unfit: HashMap<String, FloatReason> = ranges
         .iter()
         .filter_map(|(name, r)| {
             let steps = calibrate::range::bulk_steps(&histograms[name], (r.min, r.max))?;
-            (steps < MIN_BULK_STEPS).then(|| {
-                let reason = format!(
-                    "`{name}` is outlier-dominated: 99% of its values span {steps:.1} uint8 steps"
-                );
-                (name.clone(), reason)
-            })
+            (steps < MIN_BULK_STEPS)
+                .then(|| (name.clone(), FloatReason::outlier_dominated(name, steps)))
         })
         .collect();
     for (tensor, reason) in crate::quantize::channel_spread::unresolved_depthwise_inputs(

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, HashSet};
 use kenosis_manifest::{ElementType, TensorInfo};
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::runnable::UNCALIBRATABLE_REASON;
 use crate::fidelity::FidelityReport;
 use crate::normalize::NormalizeSummary;
 use crate::onnx::{self, DataType, ModelProto, ValueInfoProto};
-use crate::quantize::plan::{FloatNode, CUSTOM_DOMAIN_REASON};
+use crate::quantize::plan::FloatNode;
+use crate::quantize::reason::FloatReason;
 use crate::quantize::rewrite::RewriteSummary;
 
 /// Appended to the fidelity figures of the summary line when they were measured on
@@ -154,7 +154,7 @@ impl Report {
         let custom: Vec<String> = self
             .nodes_fp32
             .iter()
-            .filter(|n| n.reason.starts_with(CUSTOM_DOMAIN_REASON))
+            .filter(|n| n.reason.is_custom_domain())
             .map(|n| format!("{} ({})", n.name, n.op_type))
             .collect();
         let custom = if custom.is_empty() {
@@ -168,7 +168,7 @@ impl Report {
         let blocked = self
             .nodes_fp32
             .iter()
-            .filter(|n| n.reason.starts_with(UNCALIBRATABLE_REASON))
+            .filter(|n| n.reason.is_uncalibratable())
             .count();
         // Unmeasured either because ORT cannot run an op, or because nothing is float.
         let runs_everything = blocked == 0 && custom.is_empty();
@@ -204,7 +204,7 @@ impl Report {
             }
         };
         let estimated = (self.nodes_fp32.iter())
-            .filter(|n| n.reason.starts_with(crate::quantize::domain::REASON_PREFIX))
+            .filter(|n| n.reason.is_estimated_faster())
             .count();
         let estimate = match (estimated, total) {
             (0, _) => String::new(),
@@ -238,7 +238,7 @@ impl Report {
             self.source,
             per_op.join(", "),
             (self.nodes_fp32.iter())
-                .filter(|n| n.reason != crate::quantize::build::INT8_FALLBACK_REASON)
+                .filter(|n| n.reason != FloatReason::Int8Fallback)
                 .count(),
             self.size_fp32 as f64 / 1e6,
             self.size_int8 as f64 / 1e6,

@@ -3,8 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use kenosis_build::calibrate::runnable::Blocked;
 use kenosis_build::onnx::{self, ModelProto};
-use kenosis_build::{Config, Error};
+use kenosis_build::{Config, Error, FloatReason};
 use prost::Message;
 
 mod support;
@@ -509,8 +510,10 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
     let q = quantize_with_custom_op("QuickGelu", "com.microsoft");
     let custom = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
     assert_eq!(
-        custom.map(|n| n.reason.as_str()),
-        Some("custom-domain op `com.microsoft`")
+        custom.map(|n| &n.reason),
+        Some(&FloatReason::CustomDomain {
+            domain: "com.microsoft".into()
+        })
     );
     // The first Conv still quantizes; the head Conv writes the graph output and stays FP32.
     assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
@@ -528,10 +531,7 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
     for op in ["Gelu", "FastGelu"] {
         let q = quantize_with_custom_op(op, "com.microsoft");
         let gelu = q.report.nodes_fp32.iter().find(|n| n.name == "custom");
-        assert_eq!(
-            gelu.map(|n| n.reason.as_str()),
-            Some(kenosis_build::quantize::plan::GELU_REASON)
-        );
+        assert_eq!(gelu.map(|n| &n.reason), Some(&FloatReason::Gelu));
         assert!(
             !q.report.summary_line().contains("custom-domain"),
             "{}",
@@ -544,16 +544,16 @@ fn a_custom_op_onnx_runtime_knows_stays_fp32_and_is_named() {
 fn a_custom_op_onnx_runtime_cannot_run_stays_fp32_with_what_depends_on_it() {
     // The part before the custom op calibrates without it.
     let q = quantize_with_custom_op("Frobnicate", "com.acme");
-    let reasons: Vec<(&str, &str)> = q
+    let reasons: Vec<(&str, &FloatReason)> = q
         .report
         .nodes_fp32
         .iter()
-        .map(|n| (n.name.as_str(), n.reason.as_str()))
+        .map(|n| (n.name.as_str(), &n.reason))
         .collect();
-    assert!(
-        reasons.contains(&("custom", "custom-domain op `com.acme`")),
-        "{reasons:?}"
-    );
+    let custom_domain = FloatReason::CustomDomain {
+        domain: "com.acme".into(),
+    };
+    assert!(reasons.contains(&("custom", &custom_domain)), "{reasons:?}");
     let head = tiny()
         .graph
         .expect("graph")
@@ -562,13 +562,10 @@ fn a_custom_op_onnx_runtime_cannot_run_stays_fp32_with_what_depends_on_it() {
         .expect("head")
         .name()
         .to_owned();
-    assert!(
-        reasons.contains(&(
-            head.as_str(),
-            "depends on an op ONNX Runtime cannot run: it reads `custom_out`"
-        )),
-        "{reasons:?}"
-    );
+    let blocked = FloatReason::Uncalibratable(Blocked::Reads {
+        tensor: "custom_out".into(),
+    });
+    assert!(reasons.contains(&(head.as_str(), &blocked)), "{reasons:?}");
     assert_eq!(q.report.ops_quantized.get("Conv"), Some(&1));
     assert!(q.report.fidelity.is_none(), "nothing can run to measure it");
     let line = q.report.summary_line();
@@ -729,7 +726,7 @@ fn keep_float_names_matching_no_node_are_reported() {
     assert_eq!(report.keep_float_unmatched, ["cnov"]);
     let conv = report.nodes_fp32.iter().find(|n| n.name == "conv");
     assert!(
-        conv.is_some_and(|n| n.reason.contains("by request")),
+        conv.is_some_and(|n| n.reason == FloatReason::Requested),
         "{:?}",
         report.nodes_fp32
     );

@@ -109,7 +109,7 @@ fn a_model_no_int8_placement_speeds_up_stays_fp32_and_says_so() {
         "{summary}"
     );
     assert!(
-        (q.report.nodes_fp32.iter()).any(|n| n.reason.starts_with("estimated faster in FP32")),
+        (q.report.nodes_fp32.iter()).any(|n| n.reason.is_estimated_faster()),
         "{:?}",
         q.report.nodes_fp32
     );

@@ -138,9 +138,9 @@ fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
         .map(|(op, n)| format!("{n} {op}"))
         .collect();
     let _ = writeln!(out, "  INT8: {}", ops.join(", "));
-    let mut reasons: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut reasons: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for node in &report.nodes_fp32 {
-        reasons.entry(&node.reason).or_default().push(&node.name);
+        (reasons.entry(node.reason.to_string()).or_default()).push(&node.name);
     }
     let _ = writeln!(out, "  FP32: {} node(s)", report.nodes_fp32.len());
     for (reason, names) in reasons {

@@ -2,7 +2,6 @@
 //! calibrates and quantizes the part before it, leaves the op and everything depending on it
 //! FP32, and the artifact runs in `kenosis-runtime` once the op's kernel is registered.
 
-use kenosis_build::calibrate::runnable::UNCALIBRATABLE_REASON;
 use kenosis_build::onnx::{self, ModelProto};
 use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
@@ -110,7 +109,7 @@ fn squeezenet_with_an_op_onnx_runtime_cannot_run_quantizes_around_it_and_runs() 
         .report
         .nodes_fp32
         .iter()
-        .filter(|n| n.op_type == "Conv" && n.reason.starts_with(UNCALIBRATABLE_REASON))
+        .filter(|n| n.op_type == "Conv" && n.reason.is_uncalibratable())
         .count();
     assert_eq!(blocked_convs, 13, "{:?}", q.report.nodes_fp32);
     assert!(q.report.fidelity.is_none());

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
+use kenosis_build::{quantize, Calibration, FloatReason, QuantizeOptions, Quantized};
 use kenosis_eval::*;
 use ndarray::{Array4, ArrayD, IxDyn};
 use ort::session::builder::GraphOptimizationLevel;
@@ -42,11 +42,7 @@ fn convs_in(graph: &kenosis_build::onnx::GraphProto) -> usize {
 /// `kenosis_build::quantize::domain`).
 fn estimated_fp32<'q>(q: &'q Quantized, op: &str) -> HashSet<&'q str> {
     (q.report.nodes_fp32.iter())
-        .filter(|f| {
-            f.op_type == op
-                && f.reason
-                    .starts_with(kenosis_build::quantize::domain::REASON_PREFIX)
-        })
+        .filter(|f| f.op_type == op && f.reason.is_estimated_faster())
         .map(|f| f.name.as_str())
         .collect()
 }
@@ -220,16 +216,22 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     assert!(!large_depthwise.is_empty());
     let excitation = se_convs(graph);
     assert_eq!(excitation.len(), 18, "9 branches of 2 Convs each");
-    let float_convs = |reason: &str| -> HashSet<&str> {
+    let float_convs = |why: fn(&FloatReason) -> bool| -> HashSet<&str> {
         q.report
             .nodes_fp32
             .iter()
-            .filter(|f| f.op_type == "Conv" && f.reason.contains(reason))
+            .filter(|f| f.op_type == "Conv" && why(&f.reason))
             .map(|f| f.name.as_str())
             .collect()
     };
-    assert_eq!(float_convs("depthwise"), large_depthwise);
-    assert_eq!(float_convs("squeeze-and-excitation"), excitation);
+    assert_eq!(
+        float_convs(|r| matches!(
+            r,
+            FloatReason::IsolatedDepthwise | FloatReason::UnresolvedChannels { .. }
+        )),
+        large_depthwise
+    );
+    assert_eq!(float_convs(|r| *r == FloatReason::SeBranch), excitation);
     let estimated = estimated_fp32(&q, "Conv");
     assert!(!estimated.is_empty(), "{:?}", q.report.nodes_fp32);
     // The first Conv reads the image at full resolution: it is among them.
@@ -252,7 +254,7 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     assert!(float_count < convs_in(graph), "some Convs stay INT8");
     let head = q.report.nodes_fp32.iter().find(|f| f.op_type == "MatMul");
     assert!(
-        head.is_some_and(|f| f.reason.contains("4096 weights")),
+        head.is_some_and(|f| f.reason == FloatReason::IsolatedTiny),
         "{head:?}"
     );
     let convs = model_op_types(&path, &fp32)
@@ -399,10 +401,8 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
         .filter(|n| n.op_type == "ConvTranspose")
         .collect();
     assert!(
-        kept.iter().all(|n| n
-            .reason
-            .starts_with(kenosis_build::quantize::domain::REASON_PREFIX)
-            || n.reason.contains("graph output")),
+        kept.iter()
+            .all(|n| n.reason.is_estimated_faster() || n.reason == FloatReason::OutputConv),
         "{kept:?}"
     );
     assert_eq!(
@@ -468,7 +468,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     let last = (q.report.nodes_fp32.iter())
         .find(|n| n.name == logits.name())
         .expect("the logits ConvTranspose stays FP32");
-    assert!(last.reason.contains("graph output"), "{last:?}");
+    assert_eq!(last.reason, FloatReason::OutputConv, "{last:?}");
 
     // Folding and fusing change only float rounding: the normalized FP32 model gives the
     // same map on a photograph with text (PP-OCR det normalization, 640x640).
@@ -533,7 +533,7 @@ fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
         .report
         .nodes_fp32
         .iter()
-        .filter(|n| n.reason.contains("outlier-dominated"))
+        .filter(|n| matches!(n.reason, FloatReason::OutlierDominated { .. }))
         .map(|n| n.name.as_str())
         .collect();
     assert!(
@@ -776,15 +776,15 @@ fn silero_vad_runs_and_matches_with_control_flow_left_fp32() {
     // Symbolic audio length probed (16 samples is too short for its STFT padding), and the
     // `sr` scalar synthesized as 16000.
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
-    let kept: Vec<(&str, &str)> = q
+    let kept: Vec<(&str, &FloatReason)> = q
         .report
         .nodes_fp32
         .iter()
-        .map(|n| (n.op_type.as_str(), n.reason.as_str()))
+        .map(|n| (n.op_type.as_str(), &n.reason))
         .collect();
     assert!(
         kept.iter()
-            .any(|(op, reason)| *op == "If" && reason.contains("control flow")),
+            .any(|(op, reason)| *op == "If" && **reason == FloatReason::ControlFlow),
         "{kept:?}"
     );
     let names: Vec<String> = vec!["input".into(), "state".into(), "sr".into()];
@@ -833,12 +833,12 @@ fn yolox_keeps_its_stem_fp32_every_quantized_conv_fuses_and_the_output_stays_fp3
     // Convs are the time estimate's (their SiLUs would each cost a DequantizeLinear and a
     // QuantizeLinear).
     let estimated = estimated_fp32(&q, "Conv");
-    let float_convs: Vec<(&str, &str)> = q
+    let float_convs: Vec<(&str, &FloatReason)> = q
         .report
         .nodes_fp32
         .iter()
         .filter(|n| n.op_type == "Conv" && !estimated.contains(n.name.as_str()))
-        .map(|n| (n.name.as_str(), n.reason.as_str()))
+        .map(|n| (n.name.as_str(), &n.reason))
         .collect();
     assert_eq!(
         float_convs.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
@@ -846,9 +846,9 @@ fn yolox_keeps_its_stem_fp32_every_quantized_conv_fuses_and_the_output_stays_fp3
         "{float_convs:?}"
     );
     assert!(
-        float_convs
-            .iter()
-            .all(|(_, r)| r.contains("feeds depthwise Conv `Conv_44`")),
+        float_convs.iter().all(
+            |(_, r)| matches!(r, FloatReason::UnresolvedChannels { conv, .. } if conv == "Conv_44")
+        ),
         "{float_convs:?}"
     );
     let float = 2 + estimated.len();

@@ -23,15 +23,75 @@ const ORT_DOMAINS: &[&str] = &[
 /// Runtime cannot run.
 pub const UNCALIBRATABLE_REASON: &str = "depends on an op ONNX Runtime cannot run";
 
+/// Why a node cannot be calibrated (see [`uncalibratable`]). `Display` gives the report's
+/// reason; empty for [`Blocked::CustomOp`], which the plan names by its domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Blocked {
+    /// The node itself is an op of a domain ONNX Runtime does not implement.
+    CustomOp,
+    /// Its subgraph holds `op` of the custom domain `domain`.
+    Subgraph {
+        /// The op type.
+        op: String,
+        /// Its domain.
+        domain: String,
+    },
+    /// It reads `tensor`, which a blocked node writes.
+    Reads {
+        /// The tensor.
+        tensor: String,
+    },
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocked::CustomOp => Ok(()),
+            Blocked::Subgraph { op, domain } => write!(
+                f,
+                "{UNCALIBRATABLE_REASON}: its subgraph holds `{op}` of the custom domain `{domain}`"
+            ),
+            Blocked::Reads { tensor } => write!(f, "{UNCALIBRATABLE_REASON}: it reads `{tensor}`"),
+        }
+    }
+}
+
+impl Blocked {
+    /// The non-empty reason whose text is `text` (as `Display` writes it), if any.
+    pub fn from_text(text: &str) -> Option<Self> {
+        let rest = text
+            .strip_prefix(UNCALIBRATABLE_REASON)?
+            .strip_prefix(": ")?;
+        let blocked = if let Some(tensor) =
+            (rest.strip_prefix("it reads `")).and_then(|r| r.strip_suffix('`'))
+        {
+            Blocked::Reads {
+                tensor: tensor.to_owned(),
+            }
+        } else {
+            let inner =
+                (rest.strip_prefix("its subgraph holds `")).and_then(|r| r.strip_suffix('`'))?;
+            let (op, domain) = inner.split_once("` of the custom domain `")?;
+            Blocked::Subgraph {
+                op: op.to_owned(),
+                domain: domain.to_owned(),
+            }
+        };
+        (blocked.to_string() == text).then_some(blocked)
+    }
+}
+
 /// Top-level nodes of `model` (normalized: named, topologically sorted) that ONNX Runtime
-/// cannot run without a custom kernel, by node name, with the reason they stay FP32 (empty
-/// for a custom-domain node itself, which the plan names by its domain). These are:
+/// cannot run without a custom kernel, by node name, with the reason they stay FP32
+/// ([`Blocked::CustomOp`] for a custom-domain node itself, which the plan names by its
+/// domain). These are:
 /// - nodes of a domain ORT does not implement and no model-local function defines;
 /// - nodes whose subgraphs (If/Loop/Scan bodies) hold such an op;
 /// - every node reading, directly or through a subgraph, a tensor one of these writes.
 ///
 /// Empty for every model ONNX Runtime runs as is.
-pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
+pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, Blocked> {
     let Some(graph) = model.graph.as_ref() else {
         return BTreeMap::new();
     };
@@ -48,20 +108,21 @@ pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
             let reason = if let Some(op) = unknown_op(node, &model.functions) {
                 if std::ptr::eq(op, node) {
                     // Named by the plan's own custom-domain reason.
-                    Some(String::new())
+                    Some(Blocked::CustomOp)
                 } else {
-                    Some(format!(
-                        "{UNCALIBRATABLE_REASON}: its subgraph holds `{}` of the custom domain `{}`",
-                        op.op_type(),
-                        op.domain()
-                    ))
+                    Some(Blocked::Subgraph {
+                        op: op.op_type().to_owned(),
+                        domain: op.domain().to_owned(),
+                    })
                 }
             } else {
                 let mut read = Vec::new();
                 inputs_read(node, &mut read);
                 read.into_iter()
                     .find(|t| blocked_tensors.contains(t))
-                    .map(|t| format!("{UNCALIBRATABLE_REASON}: it reads `{t}`"))
+                    .map(|t| Blocked::Reads {
+                        tensor: t.to_owned(),
+                    })
             };
             if let Some(reason) = reason {
                 blocked.insert(node.name().to_owned(), reason);
@@ -79,7 +140,7 @@ pub fn uncalibratable(model: &ModelProto) -> BTreeMap<String, String> {
 /// can run for calibration. Graph outputs written by removed nodes are dropped; the tensors
 /// the removed nodes read from the remaining graph become outputs instead, so the copy
 /// always has an output to compute.
-pub fn runnable_part(model: &ModelProto, blocked: &BTreeMap<String, String>) -> ModelProto {
+pub fn runnable_part(model: &ModelProto, blocked: &BTreeMap<String, Blocked>) -> ModelProto {
     let mut runnable = model.clone();
     let graph = runnable.graph.get_or_insert_default();
     let mut removed_outputs: HashSet<String> = HashSet::new();
@@ -169,8 +230,8 @@ mod tests {
             blocked.keys().map(String::as_str).collect::<Vec<_>>(),
             ["after", "custom"]
         );
-        assert_eq!(blocked["custom"], "");
-        assert!(blocked["after"].ends_with("it reads `b`"), "{blocked:?}");
+        assert_eq!(blocked["custom"], Blocked::CustomOp);
+        assert_eq!(blocked["after"], Blocked::Reads { tensor: "b".into() });
 
         let runnable = runnable_part(&m, &blocked);
         let g = runnable.graph.expect("graph");
@@ -198,12 +259,14 @@ mod tests {
             &["out"],
         );
         let blocked = uncalibratable(&m);
-        assert!(
-            blocked["branch"]
-                .ends_with("its subgraph holds `Frob` of the custom domain `com.acme`"),
-            "{blocked:?}"
+        assert_eq!(
+            blocked["branch"],
+            Blocked::Subgraph {
+                op: "Frob".into(),
+                domain: "com.acme".into()
+            }
         );
-        assert!(blocked["after"].ends_with("it reads `z`"), "{blocked:?}");
+        assert_eq!(blocked["after"], Blocked::Reads { tensor: "z".into() });
     }
 
     #[test]

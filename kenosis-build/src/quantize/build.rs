@@ -11,6 +11,7 @@ use crate::onnx::{DataType, ModelProto};
 use crate::quantize::domain;
 use crate::quantize::dynamic;
 use crate::quantize::plan::{self, Plan, PlanOptions};
+use crate::quantize::reason::FloatReason;
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
 
 /// What stays FP32 besides the plan's own choices.
@@ -67,7 +68,7 @@ pub struct Statistics {
     /// reduce-range saturation check).
     pub patch_grams: HashMap<String, PatchGram>,
     /// Activation tensors unfit for uint8, with the reason the report gives.
-    pub unfit_tensors: HashMap<String, String>,
+    pub unfit_tensors: HashMap<String, FloatReason>,
     /// Element count per sample of the tensors the time estimate reads (see
     /// [`domain::sized_tensors`]).
     pub elements: HashMap<String, usize>,
@@ -79,7 +80,7 @@ pub struct Builder<'m> {
     types: &'m HashMap<String, DataType>,
     statistics: Statistics,
     /// Why nodes the caller keeps FP32 are kept (nodes ONNX Runtime cannot run).
-    keep_float_reasons: HashMap<String, String>,
+    keep_float_reasons: HashMap<String, FloatReason>,
     weights: WeightOptions,
     /// The kernel costs that return slower regions to FP32; `None` keeps the plan as it is.
     pricing: Option<Pricing>,
@@ -96,18 +97,7 @@ pub struct Builder<'m> {
     requested_float: HashSet<String>,
 }
 
-/// The report's reason for a MatMul a fidelity target returned from 4-bit to int8 weights
-/// (listed with the FP32 nodes, which is where the target's choices are reported).
-pub const INT8_FALLBACK_REASON: &str =
-    "int8 weights with dynamic activations instead of 4-bit ones, to meet the fidelity target (not FP32)";
-
-/// Why a node reading or writing a tensor without a calibrated range stays FP32.
-const UNCALIBRATED_TENSOR_REASON: &str =
-    "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
-
-/// Why the writer and readers of an activation the fidelity target left unquantized stay
-/// FP32.
-const TARGET_TENSOR_REASON: &str = "is kept float to meet the fidelity target";
+pub use super::reason::INT8_FALLBACK_REASON;
 
 impl<'m> Builder<'m> {
     /// Builds of `model` (normalized, with element `types` from
@@ -117,7 +107,7 @@ impl<'m> Builder<'m> {
         model: &'m ModelProto,
         types: &'m HashMap<String, DataType>,
         statistics: Statistics,
-        keep_float_reasons: HashMap<String, String>,
+        keep_float_reasons: HashMap<String, FloatReason>,
         weights: WeightOptions,
         pricing: Option<Pricing>,
         cache_weights: bool,
@@ -184,7 +174,7 @@ impl<'m> Builder<'m> {
         for t in &kept.tensors {
             float_tensors
                 .entry(t.clone())
-                .or_insert_with(|| format!("`{t}` {TARGET_TENSOR_REASON}"));
+                .or_insert_with(|| FloatReason::TargetTensor { tensor: t.clone() });
         }
         let mut options = PlanOptions {
             keep_float: kept.ops.clone(),
@@ -214,18 +204,11 @@ impl<'m> Builder<'m> {
         let mut dynamic_names: HashSet<String> = HashSet::new();
         if let Some(d) = &dynamic_plan {
             dynamic_names.extend(d.node_names(graph).map(str::to_owned));
-            let float = (d
-                .slower
-                .iter()
-                .map(|&i| (i, dynamic::DYNAMIC_SLOWER_REASON)))
-            .chain(
-                d.small_tables
-                    .iter()
-                    .map(|&i| (i, dynamic::SMALL_TABLE_REASON)),
-            );
+            let float = (d.slower.iter().map(|&i| (i, FloatReason::DynamicSlower)))
+                .chain(d.small_tables.iter().map(|&i| (i, FloatReason::SmallTable)));
             for (i, reason) in float {
                 let name = graph.node[i].name().to_owned();
-                (options.keep_float_reasons).insert(name.clone(), reason.into());
+                (options.keep_float_reasons).insert(name.clone(), reason);
                 options.keep_float.insert(name);
             }
             options.keep_float.extend(dynamic_names.iter().cloned());
@@ -240,7 +223,7 @@ impl<'m> Builder<'m> {
                 .collect();
             if !uncalibrated.is_empty() {
                 for t in uncalibrated {
-                    let reason = format!("`{t}` {UNCALIBRATED_TENSOR_REASON}");
+                    let reason = FloatReason::UncalibratedTensor { tensor: t.clone() };
                     options.float_tensors.insert(t.clone(), reason);
                 }
                 continue;
@@ -267,7 +250,7 @@ impl<'m> Builder<'m> {
             .iter_mut()
             .filter(|f| int8_fallback.contains(&f.name) && dynamic_names.contains(&f.name))
         {
-            f.reason = INT8_FALLBACK_REASON.into();
+            f.reason = FloatReason::Int8Fallback;
         }
         let static_matmuls: Vec<String> = (plan.quantized_nodes.iter())
             .map(|&i| &graph.node[i])

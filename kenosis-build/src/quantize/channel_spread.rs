@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use crate::graph::GraphIndex;
 use crate::onnx::{GraphProto, NodeProto, TensorProto};
 
+use super::reason::FloatReason;
 use super::rewrite::Range;
 
 /// Fraction of a depthwise Conv's input channels that may vary by less than one uint8 step
@@ -44,7 +45,7 @@ pub fn unresolved_depthwise_inputs(
     weighted: &[(&NodeProto, &TensorProto)],
     ranges: &HashMap<String, Range>,
     spreads: &HashMap<String, Vec<f64>>,
-) -> HashMap<String, String> {
+) -> HashMap<String, FloatReason> {
     let index = GraphIndex::new(graph);
     let mut float = HashMap::new();
     for &(node, weight) in weighted {
@@ -61,10 +62,13 @@ pub fn unresolved_depthwise_inputs(
         if varying == 0 || (unresolved as f64) <= MAX_UNRESOLVED_FRACTION * varying as f64 {
             continue;
         }
-        let reason = format!(
-            "`{input}` feeds depthwise Conv `{}`: {unresolved} of its {varying} channels vary by less than one uint8 step ({step:.3}), and a depthwise Conv never mixes them with the others; in the stem, FP32 needs no extra DequantizeLinear",
-            node.name()
-        );
+        let reason = FloatReason::UnresolvedChannels {
+            tensor: input.clone(),
+            conv: node.name().to_owned(),
+            unresolved,
+            varying,
+            step: format!("{step:.3}"),
+        };
         let mut chain = vec![input.clone()];
         while let Some(&p) = index.producer.get(chain.last().expect("non-empty")) {
             let producer = &graph.node[p];
@@ -159,7 +163,7 @@ mod tests {
     }
 
     /// `act` quantized with a step of 0.1.
-    fn unresolved_in(deep: bool, stds: &[f64]) -> HashMap<String, String> {
+    fn unresolved_in(deep: bool, stds: &[f64]) -> HashMap<String, FloatReason> {
         let graph = stem(deep);
         let g = &graph;
         let weighted = [
@@ -178,7 +182,7 @@ mod tests {
         unresolved_depthwise_inputs(&graph, &weighted, &ranges, &spreads)
     }
 
-    fn unresolved(stds: &[f64]) -> HashMap<String, String> {
+    fn unresolved(stds: &[f64]) -> HashMap<String, FloatReason> {
         unresolved_in(false, stds)
     }
 
@@ -189,7 +193,17 @@ mod tests {
         let mut tensors: Vec<&str> = float.keys().map(String::as_str).collect();
         tensors.sort_unstable();
         assert_eq!(tensors, ["act", "pre"]);
-        assert!(float["pre"].contains("2 of its 4 channels"), "{float:?}");
+        assert!(
+            matches!(
+                &float["pre"],
+                FloatReason::UnresolvedChannels {
+                    unresolved: 2,
+                    varying: 4,
+                    ..
+                }
+            ),
+            "{float:?}"
+        );
         // One of four is still over the limit.
         assert_eq!(unresolved(&[3.0, 0.02, 2.0, 1.0]).len(), 2);
     }

@@ -19,20 +19,19 @@ use std::collections::{HashMap, HashSet};
 
 use super::min_cut::Network;
 use super::plan::{data_inputs, Plan};
+use super::reason::FloatReason;
 use crate::graph::GraphIndex;
 use crate::kernel_costs::{KernelCosts, Pricing};
 use crate::onnx::{attr, tensor, GraphProto, NodeProto};
 use crate::ops::{is_depthwise, rule_of, OpRule};
 
-/// How the reason [`reason`] gives starts.
-pub const REASON_PREFIX: &str = "estimated faster in FP32 on the target";
+pub use super::reason::REASON_PREFIX;
 
 /// Why a node [`slower_in_int8`] returns stays FP32 at `pricing`, for the build report.
-pub fn reason(pricing: &Pricing) -> String {
-    format!(
-        "{REASON_PREFIX} ({}): in INT8 its kernel would save less time than the QuantizeLinear/DequantizeLinear and layout changes around it cost",
-        pricing.describe()
-    )
+pub fn reason(pricing: &Pricing) -> FloatReason {
+    FloatReason::FasterInFp32 {
+        costs: pricing.describe(),
+    }
 }
 
 /// The tensors whose element counts [`slower_in_int8`] reads: the data inputs and outputs of

@@ -43,13 +43,7 @@ use crate::onnx::{attr, make_node, tensor, DataType, GraphProto, NodeProto, Tens
 /// cost. Equal to the static placement's [`super::plan::TINY_WEIGHTS`].
 pub const MIN_WEIGHTS: usize = super::plan::TINY_WEIGHTS as usize;
 
-/// Why a MatMul or Gemm the dynamic form could take stays FP32 by the target's kernel costs.
-pub const DYNAMIC_SLOWER_REASON: &str =
-    "estimated faster in FP32 on the target: its weight is too small to repay quantizing its input at run time";
-
-/// Why a lookup in a constant table smaller than [`MIN_WEIGHTS`] stays FP32.
-pub const SMALL_TABLE_REASON: &str =
-    "embedding table too small to repay int8: a few bytes saved for one more conversion";
+pub use super::reason::{DYNAMIC_SLOWER_REASON, SMALL_TABLE_REASON};
 
 /// A MatMul or Gemm that can run with dynamic activations, with the shape of its constant
 /// weight as a `[K, N]` matrix (a Gemm's `transB` undone).

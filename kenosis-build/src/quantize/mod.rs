@@ -10,6 +10,7 @@ pub mod int4;
 mod min_cut;
 pub mod params;
 pub mod plan;
+pub mod reason;
 pub mod rewrite;
 pub mod saturation;
 pub mod weights;

@@ -17,28 +17,15 @@ use crate::graph::GraphIndex;
 use crate::onnx::{attr, tensor, DataType, GraphProto, NodeProto};
 use crate::ops::{is_depthwise, rule_of, OpRule};
 
-/// Reason given for ops outside the default domain (ONNX Runtime contrib ops such as
-/// `com.microsoft` `BiasSoftmax`) other than the `QuickGelu`, `Gelu` and `FastGelu`
-/// normalization writes:
-/// their semantics are not ours to assume, so they stay FP32.
-pub const CUSTOM_DOMAIN_REASON: &str = "custom-domain op";
-
-/// Reason given for ONNX Runtime's `Gelu` and `FastGelu` (written by
-/// [`crate::normalize::gelu`] or found in the model): these contrib ops have no integer
-/// kernel.
-pub const GELU_REASON: &str =
-    "GELU as ONNX Runtime's Gelu or FastGelu: float between one DequantizeLinear and one QuantizeLinear";
-
-/// Reason given for the `QuickGelu` nodes normalization wrote for SiLUs
-/// (see [`crate::normalize::silu`]).
-pub const FUSED_SILU_REASON: &str =
-    "SiLU as ONNX Runtime's QuickGelu: float between one DequantizeLinear and one QuantizeLinear, faster than QLinearSigmoid + QLinearMul";
+pub use super::reason::{
+    FloatReason, Unplannable, CUSTOM_DOMAIN_REASON, FUSED_SILU_REASON, GELU_REASON,
+};
 
 /// Why a default-domain op the table leaves FP32 is worth naming in the report.
-fn float_reason(op_type: &str) -> Option<&'static str> {
+fn float_reason(op_type: &str) -> Option<FloatReason> {
     match op_type {
-        "If" | "Loop" | "Scan" => Some("control flow: its subgraphs are left FP32"),
-        "LSTM" | "GRU" | "RNN" => Some("recurrent op: ONNX Runtime has no QDQ kernel for it"),
+        "If" | "Loop" | "Scan" => Some(FloatReason::ControlFlow),
+        "LSTM" | "GRU" | "RNN" => Some(FloatReason::Recurrent),
         _ => None,
     }
 }
@@ -92,8 +79,8 @@ pub struct FloatNode {
     pub name: String,
     /// Op type.
     pub op_type: String,
-    /// Short reason.
-    pub reason: String,
+    /// Why (its `Display` is the report's text, which the JSON report holds).
+    pub reason: FloatReason,
 }
 
 /// The complete placement decision for one graph.
@@ -127,11 +114,11 @@ pub struct PlanOptions {
     /// Node names to keep in FP32 whatever their rule.
     pub keep_float: HashSet<String>,
     /// Why a node of `keep_float` is kept, where it is not the user's request (default).
-    pub keep_float_reasons: HashMap<String, String>,
+    pub keep_float_reasons: HashMap<String, FloatReason>,
     /// Activation tensors that must not be quantized, with the reason calibration found
     /// (outlier-dominated, see [`crate::calibrate::range::bulk_steps`]; or unresolved
     /// channels, see [`super::channel_spread`]): nodes reading or writing them stay FP32.
-    pub float_tensors: HashMap<String, String>,
+    pub float_tensors: HashMap<String, FloatReason>,
 }
 
 /// Decides placement for `graph` (normalized, topologically sorted), in the order of the
@@ -168,17 +155,17 @@ struct Planner<'a> {
 }
 
 impl Planner<'_> {
-    fn float(&mut self, i: usize, reason: &str) {
+    fn float(&mut self, i: usize, reason: FloatReason) {
         let node = &self.graph.node[i];
         self.plan.float_nodes.push(FloatNode {
             name: node.name().into(),
             op_type: node.op_type().into(),
-            reason: reason.into(),
+            reason,
         });
     }
 
     /// Drops candidate `i` (if still kept), reporting why.
-    fn drop_candidate(&mut self, i: usize, reason: &str) {
+    fn drop_candidate(&mut self, i: usize, reason: FloatReason) {
         if self.rules.remove(&i).is_some() {
             self.float(i, reason);
         }
@@ -192,11 +179,8 @@ impl Planner<'_> {
             let rule = rule_of(node);
             if self.options.keep_float.contains(node.name()) {
                 if rule != OpRule::Float {
-                    let reason = self
-                        .options
-                        .keep_float_reasons
-                        .get(node.name())
-                        .map_or("kept in FP32 by request", String::as_str);
+                    let reason = (self.options.keep_float_reasons.get(node.name()))
+                        .map_or(FloatReason::Requested, Clone::clone);
                     self.float(i, reason);
                 }
                 continue;
@@ -204,12 +188,12 @@ impl Planner<'_> {
             match rule {
                 OpRule::Float => {
                     if crate::normalize::silu::is_fused_silu(node) {
-                        self.float(i, FUSED_SILU_REASON);
+                        self.float(i, FloatReason::FusedSilu);
                     } else if crate::normalize::gelu::is_gelu(node) {
-                        self.float(i, GELU_REASON);
+                        self.float(i, FloatReason::Gelu);
                     } else if !crate::onnx::is_default_domain(node.domain()) {
-                        let reason = format!("{CUSTOM_DOMAIN_REASON} `{}`", node.domain());
-                        self.float(i, &reason);
+                        let domain = node.domain().to_owned();
+                        self.float(i, FloatReason::CustomDomain { domain });
                     } else if let Some(reason) = float_reason(node.op_type()) {
                         self.float(i, reason);
                     }
@@ -221,7 +205,7 @@ impl Planner<'_> {
                             self.rules.insert(i, rule);
                             self.plan.weights.push(w);
                         }
-                        Err(reason) => self.float(i, &reason.to_string()),
+                        Err(reason) => self.float(i, FloatReason::Unplannable(reason)),
                     }
                 }
                 _ => {
@@ -275,7 +259,8 @@ impl Planner<'_> {
             .collect();
         coarse.sort_unstable();
         for (i, t) in coarse {
-            self.drop_candidate(i, &self.options.float_tensors[&t]);
+            let reason = self.options.float_tensors[&t].clone();
+            self.drop_candidate(i, reason);
         }
     }
 
@@ -301,7 +286,7 @@ impl Planner<'_> {
             .collect();
         writers.sort_unstable();
         for i in writers {
-            self.drop_candidate(i, OUTPUT_CONV_REASON);
+            self.drop_candidate(i, FloatReason::OutputConv);
         }
     }
 
@@ -318,7 +303,7 @@ impl Planner<'_> {
                 continue;
             };
             for b in branch {
-                self.drop_candidate(b, SE_BRANCH_REASON);
+                self.drop_candidate(b, FloatReason::SeBranch);
             }
             self.se_pools.insert(p, gate);
         }
@@ -468,10 +453,7 @@ impl Planner<'_> {
                 && !self.options.keep_float.contains(node.name())
                 && !reported.contains(node.name())
             {
-                self.float(
-                    i,
-                    "no quantized reader: an integer kernel would gain nothing",
-                );
+                self.float(i, FloatReason::NoQuantizedReader);
             }
         }
     }
@@ -487,7 +469,7 @@ impl Planner<'_> {
 /// - MatMul/Gemm with fewer than [`TINY_WEIGHTS`] weights (a classifier's last layer), so
 ///   as few multiply-adds per row: they cannot repay the uint8 pooling chain they pull in
 ///   (ORT runs a uint8 MaxPool in NCHW, with layout changes around it).
-fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'static str> {
+fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<FloatReason> {
     let node = &graph.node[i];
     let weight = index
         .initializer
@@ -499,9 +481,9 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
     let depthwise = is_depthwise(node, &weight.dims);
     let values = count(&weight.dims);
     if depthwise && kernel_area > 9 {
-        Some(ISOLATED_DEPTHWISE_REASON)
+        Some(FloatReason::IsolatedDepthwise)
     } else if matches!(node.op_type(), "MatMul" | "Gemm") && values < TINY_WEIGHTS as usize {
-        Some(ISOLATED_TINY_REASON)
+        Some(FloatReason::IsolatedTiny)
     } else {
         None
     }
@@ -509,18 +491,6 @@ fn cheap_alone(graph: &GraphProto, index: &GraphIndex, i: usize) -> Option<&'sta
 
 /// Weight count below which a MatMul/Gemm with no quantized neighbour stays FP32.
 pub const TINY_WEIGHTS: i64 = 4096;
-
-const ISOLATED_DEPTHWISE_REASON: &str =
-    "depthwise convolution larger than 3x3 with no quantized neighbour: ONNX Runtime's int8 kernel for it is slower than FP32, and its Q/DQ would add to that";
-
-const ISOLATED_TINY_REASON: &str =
-    "MatMul/Gemm with fewer than 4096 weights and no quantized neighbour: its integer kernel cannot repay the Q/DQ it needs";
-
-const OUTPUT_CONV_REASON: &str =
-    "writes a graph output (through element-wise ops at most): its range is the prediction itself, and graph outputs stay FP32";
-
-const SE_BRANCH_REASON: &str =
-    "squeeze-and-excitation branch: it runs on one pooled value per channel, so FP32 costs nothing, and per-tensor ranges calibrated on so few values misjudge real inputs";
 
 /// Most nodes a squeeze-and-excitation branch may have between its pooling and its gate.
 const SE_MAX_NODES: usize = 16;
@@ -635,42 +605,6 @@ fn absorbable(graph: &GraphProto, index: &GraphIndex, act: &NodeProto) -> Option
     }
 }
 
-/// Why a weighted op's layout is not one [`weight_plan`] quantizes; the op stays FP32 with
-/// this as its reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum Unplannable {
-    /// The op reads no data input.
-    #[error("no data input")]
-    NoDataInput,
-    /// Its data input or output is not float.
-    #[error("not a float op")]
-    NotFloat,
-    /// The op reads no weight input.
-    #[error("no weight input")]
-    NoWeight,
-    /// The weight is computed, not a constant.
-    #[error("weight is not a constant initializer")]
-    ComputedWeight,
-    /// The weight is not FLOAT.
-    #[error("weight is not float")]
-    WeightNotFloat,
-    /// A form of the op whose weight has no single output-channel axis to quantize along
-    /// (grouped ConvTranspose, Gemm with `transA`).
-    #[error("{0}")]
-    Form(&'static str),
-    /// A weight rank the op's rule does not take.
-    #[error("weight of rank {rank} is not supported for {op}")]
-    Rank {
-        /// The weight's rank.
-        rank: usize,
-        /// The op.
-        op: String,
-    },
-    /// A broadcast or computed bias.
-    #[error("bias is not a constant vector with one value per output channel")]
-    Bias,
-}
-
 fn weight_plan(
     graph: &GraphProto,
     index: &GraphIndex,
@@ -700,13 +634,13 @@ fn weight_plan(
         "Conv" if rank >= 3 => 0,
         "ConvTranspose" if rank >= 3 => {
             if attr::int(node, "group", 1) != 1 {
-                return Err(Unplannable::Form("grouped ConvTranspose"));
+                return Err(Unplannable::GroupedConvTranspose);
             }
             1
         }
         "Gemm" if rank == 2 => {
             if attr::int(node, "transA", 0) != 0 {
-                return Err(Unplannable::Form("Gemm with transA"));
+                return Err(Unplannable::GemmTransA);
             }
             if attr::int(node, "transB", 0) == 1 {
                 0
@@ -796,7 +730,7 @@ mod tests {
         let float: Vec<&str> = plan
             .float_nodes
             .iter()
-            .filter(|f| f.reason.contains("squeeze-and-excitation"))
+            .filter(|f| f.reason == FloatReason::SeBranch)
             .map(|f| f.name.as_str())
             .collect();
         assert_eq!(float, ["reduce", "expand"]);
@@ -861,11 +795,7 @@ mod tests {
             .iter()
             .find(|f| f.op_type == "GlobalAveragePool")
             .expect("the pooling is reported FP32");
-        assert!(
-            pool.reason.contains("no quantized reader"),
-            "{}",
-            pool.reason
-        );
+        assert_eq!(pool.reason, FloatReason::NoQuantizedReader);
     }
 
     /// A residual Add whose output is outlier-dominated (MiniLM's layer-0 feed-forward).
@@ -886,7 +816,11 @@ mod tests {
         };
         let types = float_types(&["x", "w", "b", "conv", "sum", "out"]);
         let options = PlanOptions {
-            float_tensors: [("sum".to_string(), "`sum` is outlier-dominated".to_string())].into(),
+            float_tensors: [(
+                "sum".to_string(),
+                FloatReason::outlier_dominated("sum", 2.5),
+            )]
+            .into(),
             ..Default::default()
         };
         let plan = plan(&graph, &types, &options);
@@ -896,7 +830,7 @@ mod tests {
             .filter(|f| f.name == "Add")
             .collect();
         assert_eq!(add.len(), 1, "{:?}", plan.float_nodes);
-        assert_eq!(add[0].reason, "`sum` is outlier-dominated");
+        assert_eq!(add[0].reason, FloatReason::outlier_dominated("sum", 2.5));
     }
 
     /// A MobileNetV3 block: `HardSwish → depthwise Conv → HardSwish`, then a classifier head
@@ -932,11 +866,11 @@ mod tests {
         (graph, types)
     }
 
-    fn reason_of<'a>(plan: &'a Plan, name: &str) -> Option<&'a str> {
+    fn reason_of<'a>(plan: &'a Plan, name: &str) -> Option<&'a FloatReason> {
         plan.float_nodes
             .iter()
             .find(|f| f.name == name)
-            .map(|f| f.reason.as_str())
+            .map(|f| &f.reason)
     }
 
     #[test]
@@ -950,13 +884,16 @@ mod tests {
         );
         assert!(plan.tensors.is_empty(), "{:?}", plan.tensors);
         assert!(plan.weights.is_empty());
-        let dw = reason_of(&plan, "Conv").expect("depthwise reported");
-        assert!(dw.contains("depthwise"), "{dw}");
-        let fc = reason_of(&plan, "MatMul").expect("head reported");
-        assert!(fc.contains("4096 weights"), "{fc}");
+        assert_eq!(
+            reason_of(&plan, "Conv"),
+            Some(&FloatReason::IsolatedDepthwise)
+        );
+        assert_eq!(reason_of(&plan, "MatMul"), Some(&FloatReason::IsolatedTiny));
         // The pooling that only fed the head goes with it.
-        let pool = reason_of(&plan, "MaxPool").expect("MaxPool reported");
-        assert!(pool.contains("no quantized reader"), "{pool}");
+        assert_eq!(
+            reason_of(&plan, "MaxPool"),
+            Some(&FloatReason::NoQuantizedReader)
+        );
     }
 
     #[test]
