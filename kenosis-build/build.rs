@@ -34,18 +34,4 @@ fn main() {
         "cargo:rustc-env=KENOSIS_SOURCE_HASH={}",
         hasher.finalize().to_hex()
     );
-    // The optimization level this crate is compiled at, so that quantizing in an
-    // unoptimized build script can say how to make it fast.
-    println!(
-        "cargo:rustc-env=KENOSIS_BUILD_OPT_LEVEL={}",
-        std::env::var("OPT_LEVEL").unwrap_or_default()
-    );
-    // docs.rs builds without ONNX Runtime, and `ort-sys` links none there: the build scripts
-    // that use this crate must then link without any ONNX Runtime symbol, so the code that
-    // quantizes is left out of the build (see `Config::compile`).
-    println!("cargo:rustc-check-cfg=cfg(kenosis_docs_rs)");
-    println!("cargo:rerun-if-env-changed=DOCS_RS");
-    if std::env::var_os("DOCS_RS").is_some() {
-        println!("cargo:rustc-cfg=kenosis_docs_rs");
-    }
 }

@@ -1,6 +1,6 @@
 //! The artifact cache shared by every profile of a target directory.
 //!
-//! Entries are `<key>.onnx` (the INT8 model) and `<key>.json` (its [`Report`], which records
+//! Entries are `<key>.onnx` (the INT8 model) and `<key>.json` (its report, whose [`ReportHead`] records
 //! the artifact's own BLAKE3 hash). Both are written to a temporary file in the cache folder
 //! and renamed into place, the report last, so a reader sees either a complete entry or none;
 //! a damaged artifact fails the hash check on read and is rebuilt.
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::report::Report;
+use crate::request::ReportHead;
 
 /// Environment variable holding the secret that authenticates cache entries (any non-empty
 /// string; a CI secret). See [`Cache::authenticated`].
@@ -170,6 +170,14 @@ impl Cache {
         &self.dir
     }
 
+    /// A path in the cache folder for a file the quantizer writes for `key` before it enters
+    /// the cache (`ext`: its extension), named with [`TEMP_PREFIX`] and this process's id, so
+    /// that a killed build's leftover is removed as an orphan.
+    pub fn scratch_path(&self, key: &str, ext: &str) -> PathBuf {
+        let id = std::process::id();
+        self.dir.join(format!("{TEMP_PREFIX}{key}-{id}.{ext}"))
+    }
+
     fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
         (
             self.dir.join(format!("{key}.onnx")),
@@ -223,12 +231,12 @@ impl Cache {
     ///
     /// In an authenticated cache the MAC is checked before the report is parsed, so that a
     /// writer without the secret never has its JSON read.
-    pub fn get(&self, key: &str) -> Option<(Vec<u8>, Report)> {
+    pub fn get(&self, key: &str) -> Option<(Vec<u8>, Vec<u8>)> {
         self.lookup(key).ok()
     }
 
     /// [`Cache::get`], saying which check an entry failed first.
-    fn lookup(&self, key: &str) -> std::result::Result<(Vec<u8>, Report), Miss> {
+    fn lookup(&self, key: &str) -> std::result::Result<(Vec<u8>, Vec<u8>), Miss> {
         let (model, report_path) = self.paths(key);
         let report_bytes = read_bounded(&report_path, MAX_REPORT_BYTES).ok_or(Miss::Unreadable)?;
         let bytes = read_bounded(&model, MAX_ARTIFACT_BYTES).ok_or(Miss::Unreadable)?;
@@ -243,11 +251,11 @@ impl Cache {
                 return Err(Miss::Mac);
             }
         }
-        let report: Report = serde_json::from_slice(&report_bytes).map_err(|_| Miss::Report)?;
+        let report = ReportHead::parse(&report_bytes).ok_or(Miss::Report)?;
         if blake3::hash(&bytes).to_hex().as_str() != report.artifact_blake3 {
             return Err(Miss::Hash);
         }
-        Ok((bytes, report))
+        Ok((bytes, report_bytes))
     }
 
     /// Stores an entry atomically (the MAC of an authenticated cache last, so that a reader
@@ -255,17 +263,12 @@ impl Cache {
     ///
     /// # Errors
     /// [`Error::Io`] when writing or renaming fails.
-    pub fn put(&self, key: &str, bytes: &[u8], report: &Report) -> Result<()> {
+    pub fn put(&self, key: &str, bytes: &[u8], report_bytes: &[u8]) -> Result<()> {
         let (model, report_path) = self.paths(key);
-        #[allow(
-            clippy::expect_used,
-            reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
-        )]
-        let report_bytes = serde_json::to_vec_pretty(report).expect("report serializes");
         write_atomic(&model, bytes)?;
-        write_atomic(&report_path, &report_bytes)?;
+        write_atomic(&report_path, report_bytes)?;
         if let Some(mac_key) = &self.mac_key {
-            let mac = Self::mac(mac_key, key, bytes, &report_bytes);
+            let mac = Self::mac(mac_key, key, bytes, report_bytes);
             write_atomic(&self.mac_path(key), mac.to_hex().as_bytes())?;
         }
         Ok(())

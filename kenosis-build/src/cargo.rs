@@ -1,7 +1,7 @@
 //! Everything the build script tells cargo, and every environment variable it reads
 //! (each read is reported with `cargo:rerun-if-env-changed`).
 //!
-//! Every `cargo:` line goes through [`directive`], which refuses a value holding a line
+//! Every `cargo:` line goes through `directive`, which refuses a value holding a line
 //! break: cargo reads build-script output line by line, so a `\n` in a file name would end
 //! Kenosis's line and start one of the file's choosing (`cargo:rustc-link-arg=…`). Models are
 //! downloaded from strangers; their folders must not be able to write directives.

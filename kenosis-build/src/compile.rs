@@ -8,21 +8,23 @@ use kenosis_manifest::{Manifest, ModelEntry};
 use crate::artifact::{write_entry, ArtifactFiles};
 use crate::config::{CacheSecret, Config, ModelConfig};
 use crate::error::{self, Error, Result};
-use crate::pipeline::{self, Calibration, QuantizeOptions};
-use crate::report::{self, Report};
-use crate::{
-    cache, calibrate, cargo, discover, kernel_bench, kernel_costs, kernels, onnx, options,
-};
+use crate::options::QuantizeOptions;
+use crate::request::{self, ReportHead, Request};
+use crate::{cache, cargo, discover, model_files, onnx, quantizer};
 
 impl Config {
     /// Quantizes every registered model (or takes it from the cache), copies the artifacts
     /// into `OUT_DIR`, writes the manifest `include_quantized!` reads, and prints the
-    /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model.
+    /// `cargo:rerun-if-*` lines and one `cargo:warning` per (re)quantized model. A model is
+    /// quantized by the `kenosis` quantizer (see `quantizer`), or in this process with the
+    /// `quantizer` feature.
     ///
     /// # Errors
     /// [`Error::Config`] for an option out of bounds (see `QuantizeOptions::check`) or an
-    /// empty cache key (see [`Config::cache_key`]), before any model is read; otherwise the
-    /// first [`Error`] met. Nothing is written into
+    /// empty cache key (see [`Config::cache_key`]), before any model is read;
+    /// [`Error::QuantizerUnavailable`] when a model must be quantized and no quantizer of
+    /// this version can be found or built; [`Error::Quantizer`] with the quantizer's message
+    /// when it fails on a model; otherwise the first [`Error`] met. Nothing is written into
     /// `OUT_DIR` for the failing model and no manifest is written.
     pub fn compile(self) -> Result<()> {
         let target = match &self.target {
@@ -34,18 +36,8 @@ impl Config {
             Some(_) => String::new(),
             None => std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default(),
         };
-        let target_cpu = kernels::TargetCpu::of_target(&target, &target_features);
-        let target_kernels = target_cpu.integer_kernels();
-        let build_target = options::build_target(target_kernels);
-        let evaluation =
-            kernels::Evaluation::for_kernels(target_kernels, kernels::IntegerKernels::of_host());
-        let host_runs_target = target_kernels.timed_here(&target);
-        // The build machine's kernel costs price the placement of a target of its own class.
-        let costs_here = target_kernels.run_here(&target);
-        let resolve = |layers: &kenosis_options::Options| QuantizeOptions {
-            host_runs_target,
-            target_cpu,
-            ..QuantizeOptions::resolve(layers, build_target, evaluation)
+        let resolve = |layers: &kenosis_options::Options| {
+            QuantizeOptions::for_target(layers, &target, &target_features)
         };
         let options = resolve(&self.options);
         options.check()?;
@@ -131,7 +123,6 @@ impl Config {
         let config_keep_float = self.options.keep_float.as_deref().unwrap_or_default();
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
-        let measured = std::cell::OnceCell::new();
         for model in &models {
             let mut calib = model
                 .calibration_npy_dir
@@ -146,19 +137,14 @@ impl Config {
                     calib = Some(expand_out_dir(dir, &out_dir));
                 }
             }
-            let path = manifest_dir.join(&model.path);
-            let entry = measured_costs(&model_options, costs_here, &cache, &path, &measured)
-                .and_then(|costs| {
-                    model_options.measured_costs = costs;
-                    self.compile_one(
-                        &manifest_dir,
-                        &artifacts_dir,
-                        &cache,
-                        model,
-                        calib.as_ref(),
-                        &model_options,
-                    )
-                });
+            let build = Build {
+                manifest_dir: &manifest_dir,
+                artifacts_dir: &artifacts_dir,
+                cache: &cache,
+                target: &target,
+                target_features: &target_features,
+            };
+            let entry = compile_one(&build, model, calib.as_ref(), &model_options);
             manifest.models.push(match (entry, &model.call) {
                 (Ok((entry, unmatched)), call) => {
                     if let Some(call) = call {
@@ -187,125 +173,137 @@ impl Config {
             .write(&Manifest::path_in(&out_dir))
             .map_err(|e| Error::Config(e.to_string()))
     }
+}
 
-    fn compile_one(
-        &self,
-        manifest_dir: &Path,
-        artifacts_dir: &Path,
-        cache: &cache::Cache,
-        model: &ModelConfig,
-        calib: Option<&PathBuf>,
-        options: &QuantizeOptions,
-    ) -> Result<(ModelEntry, Vec<String>)> {
-        let path = manifest_dir.join(&model.path);
-        // The manifest records these paths for `include_bytes!`: JSON and Rust string
-        // literals carry UTF-8 only.
-        if let Some(bad) = [&path, artifacts_dir]
-            .into_iter()
-            .find(|p| p.to_str().is_none())
-        {
-            return Err(Error::unsupported(
-                &path,
-                error::Unsupported::NonUtf8Path {
-                    path: bad.to_owned(),
-                },
-            ));
-        }
-        cargo::rerun_if_changed(&path)?;
-        let bytes = read_regular_file(&path)?;
-        let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+/// What every model of one build shares: the crate's folder, where artifacts go, the cache,
+/// and the build target (cargo's `TARGET` or [`Config::target`], and its
+/// `CARGO_CFG_TARGET_FEATURE`).
+struct Build<'a> {
+    manifest_dir: &'a Path,
+    artifacts_dir: &'a Path,
+    cache: &'a cache::Cache,
+    target: &'a str,
+    target_features: &'a str,
+}
 
-        let decoded = onnx::decode(&path, &bytes)?;
-        let mut key = cache::KeyHasher::new();
-        key.add(&bytes).add(options.canonical().as_bytes());
-        let size_fp32 = bytes.len();
-        drop(bytes);
-        // `external_files` has checked that each is a regular file inside the model's folder.
-        for file in pipeline::external_files(&path, &decoded)? {
-            cargo::rerun_if_changed(&file)?;
-            key.add_file(&file)?;
-        }
-        let calibration = match calib {
-            Some(dir) => {
-                let dir = manifest_dir.join(dir);
-                cargo::rerun_if_changed(&dir)?;
-                // Exactly the files calibration will read (see `npy_files`), with their
-                // names: pairing across inputs goes by name.
-                let graph = decoded.graph.as_ref().map(calibrate::data::input_names);
-                let files = calibrate::data::npy_files(&dir, &graph.unwrap_or_default())?;
-                for file in files.iter().flatten() {
-                    let rel = file.strip_prefix(&dir).unwrap_or(file);
-                    key.add(rel.to_string_lossy().as_bytes());
-                    key.add_file(file)?;
-                }
-                Calibration::NpyDir(dir)
-            }
-            None => Calibration::Synthetic,
-        };
-        let key = key.finish();
-        // Built for docs.rs (see `build.rs`), the quantizing code below is left out, so that
-        // nothing reachable calls ONNX Runtime.
-        #[cfg(kenosis_docs_rs)]
-        {
-            let _ = (cache, calibration, size_fp32, options);
-            docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key)
-        }
-        #[cfg(not(kenosis_docs_rs))]
-        {
-            if cargo::env(DOCS_RS_ENV).is_some() {
-                return docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key);
-            }
-
-            // Concurrent builds of one key quantize once: the others wait here, then find the
-            // entry. Held until this model's artifact is in the cache.
-            let (hit, lock) = match cache.get(&key) {
-                Some(hit) => (Some(hit), None),
-                None => {
-                    let lock = cache.lock(&key)?;
-                    (cache.get(&key), Some(lock))
-                }
-            };
-            let (artifact, report) = match hit {
-                // Byte-identical models share cache entries; the report names this one.
-                Some((bytes, report)) => (
-                    bytes,
-                    Report {
-                        source: model.path.display().to_string(),
-                        ..report
-                    },
-                ),
-                None => {
-                    warn_if_unoptimized();
-                    let mut q = pipeline::quantize_decoded(
-                        &path,
-                        decoded,
-                        size_fp32,
-                        &calibration,
-                        options,
-                    )?;
-                    q.report.source = model.path.display().to_string();
-                    q.report.key = key.clone();
-                    cache.put(&key, &q.bytes, &q.report)?;
-                    cargo::warning(&q.report.summary_line());
-                    (q.bytes, q.report)
-                }
-            };
-            drop(lock);
-            #[allow(
-                clippy::expect_used,
-                reason = "a Report (strings, numbers, string-keyed maps) always serializes to JSON"
-            )]
-            let report_json = serde_json::to_vec_pretty(&report).expect("report serializes");
-            let files = ArtifactFiles {
-                artifact: &artifact,
-                report_json: &report_json,
-                inputs: report.inputs,
-                outputs: report.outputs,
-            };
-            let entry = write_entry(model, &path, source_path, artifacts_dir, key, files)?;
-            Ok((entry, report.keep_float_unmatched))
-        }
+/// The manifest entry of `model`: its artifact from the cache, or quantized (by the
+/// quantizer, see `quantizer::quantize`) and put into the cache, written into `OUT_DIR`; with
+/// the `keep_float` names that matched no node.
+fn compile_one(
+    build: &Build<'_>,
+    model: &ModelConfig,
+    calib: Option<&PathBuf>,
+    options: &QuantizeOptions,
+) -> Result<(ModelEntry, Vec<String>)> {
+    let Build {
+        manifest_dir,
+        artifacts_dir,
+        cache,
+        ..
+    } = *build;
+    let path = manifest_dir.join(&model.path);
+    // The manifest records these paths for `include_bytes!`: JSON and Rust string
+    // literals carry UTF-8 only.
+    if let Some(bad) = [&path, artifacts_dir]
+        .into_iter()
+        .find(|p| p.to_str().is_none())
+    {
+        return Err(Error::unsupported(
+            &path,
+            error::Unsupported::NonUtf8Path {
+                path: bad.to_owned(),
+            },
+        ));
     }
+    cargo::rerun_if_changed(&path)?;
+    let bytes = read_regular_file(&path)?;
+    let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+
+    let decoded = onnx::decode(&path, &bytes)?;
+    let mut key = cache::KeyHasher::new();
+    key.add(&bytes).add(options.canonical().as_bytes());
+    drop(bytes);
+    // `external_files` has checked that each is a regular file inside the model's folder.
+    for file in model_files::external_files(&path, &decoded)? {
+        cargo::rerun_if_changed(&file)?;
+        key.add_file(&file)?;
+    }
+    let calibration = match calib {
+        Some(dir) => {
+            let dir = manifest_dir.join(dir);
+            let dir = dir.canonicalize().unwrap_or(dir);
+            cargo::rerun_if_changed(&dir)?;
+            // Exactly the files calibration will read (see `npy_files`), with their
+            // names: pairing across inputs goes by name.
+            let graph = decoded.graph.as_ref().map(model_files::input_names);
+            let files = model_files::npy_files(&dir, &graph.unwrap_or_default())?;
+            for file in files.iter().flatten() {
+                let rel = file.strip_prefix(&dir).unwrap_or(file);
+                key.add(rel.to_string_lossy().as_bytes());
+                key.add_file(file)?;
+            }
+            Some(dir)
+        }
+        None => None,
+    };
+    let key = key.finish();
+    if cargo::env(DOCS_RS_ENV).is_some() {
+        return docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key);
+    }
+    drop(decoded);
+
+    // Concurrent builds of one key quantize once: the others wait here, then find the
+    // entry. Held until this model's artifact is in the cache.
+    let (hit, lock) = match cache.get(&key) {
+        Some(hit) => (Some(hit), None),
+        None => {
+            let lock = cache.lock(&key)?;
+            (cache.get(&key), Some(lock))
+        }
+    };
+    let (artifact, report_json) = match hit {
+        // Byte-identical models share cache entries; the report names this one.
+        Some((bytes, report)) => {
+            let named = request::with_source(&report, &model.path.display().to_string())?;
+            (bytes, named)
+        }
+        None => {
+            let request = Request {
+                model: source_path.clone(),
+                source: model.path.display().to_string(),
+                calibration,
+                options: options.to_options().canonical(),
+                target: build.target.to_owned(),
+                target_features: build.target_features.to_owned(),
+                cache_dir: cache.dir().to_owned(),
+                key: key.clone(),
+                artifact: cache.scratch_path(&key, "onnx"),
+                report: cache.scratch_path(&key, "json"),
+            };
+            let answer = quantizer::quantize(&request);
+            let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io(p, e));
+            let files = answer.and_then(|summary| {
+                Ok((summary, read(&request.artifact)?, read(&request.report)?))
+            });
+            let _ = std::fs::remove_file(&request.artifact);
+            let _ = std::fs::remove_file(&request.report);
+            let (summary, bytes, report) = files?;
+            cache.put(&key, &bytes, &report)?;
+            cargo::warning(&summary);
+            (bytes, report)
+        }
+    };
+    drop(lock);
+    let head = ReportHead::parse(&report_json)
+        .ok_or_else(|| Error::Config(format!("the report of {} does not parse", path.display())))?;
+    let files = ArtifactFiles {
+        artifact: &artifact,
+        report_json: &report_json,
+        inputs: head.inputs,
+        outputs: head.outputs,
+    };
+    let entry = write_entry(model, &path, source_path, artifacts_dir, key, files)?;
+    Ok((entry, head.keep_float_unmatched))
 }
 
 /// The cache folder to use instead of `<target dir>/kenosis-cache`, e.g. one shared by CI
@@ -315,44 +313,6 @@ const CACHE_DIR_ENV: &str = "KENOSIS_CACHE_DIR";
 /// Set by docs.rs, whose builds have neither ONNX Runtime nor network (`ort-sys` skips linking
 /// under it too).
 const DOCS_RS_ENV: &str = "DOCS_RS";
-
-/// The kernel costs measured on this machine (see `kernel_bench`; measured once per machine
-/// and kept in the cache folder, then remembered in `memo` for the build) for a model whose
-/// `options` return slower regions to FP32, when `costs_here` (the target is of this
-/// machine's own CPU class); `None` otherwise, and in documentation-only builds, which run
-/// no ONNX Runtime. `path` names the model in errors.
-///
-/// # Errors
-/// [`Error::Runtime`] when ONNX Runtime fails on the micro-benchmarks, [`Error::Io`] when
-/// their results cannot be kept.
-fn measured_costs(
-    options: &QuantizeOptions,
-    costs_here: bool,
-    cache: &cache::Cache,
-    path: &Path,
-    memo: &std::cell::OnceCell<kernel_costs::KernelCosts>,
-) -> Result<Option<kernel_costs::KernelCosts>> {
-    if !options.fp32_where_faster || !costs_here || cfg!(kenosis_docs_rs) {
-        return Ok(None);
-    }
-    if cargo::env(DOCS_RS_ENV).is_some() {
-        return Ok(None);
-    }
-    if let Some(costs) = memo.get() {
-        return Ok(Some(*costs));
-    }
-    #[cfg(not(kenosis_docs_rs))]
-    {
-        let table = kernel_costs::KernelCosts::of(options.target_cpu);
-        let measured = kernel_bench::cached(cache.dir(), &table, path)?;
-        Ok(Some(*memo.get_or_init(|| measured.costs)))
-    }
-    #[cfg(kenosis_docs_rs)]
-    {
-        let _ = (cache, path);
-        Ok(None)
-    }
-}
 
 /// The manifest entry of `model` for a documentation-only build (see [`DOCS_RS_ENV`]): an
 /// empty artifact file, enough for `include_quantized!`'s `include_bytes!` and the typed
@@ -375,7 +335,7 @@ fn docs_only_entry(
         "reason": "built with DOCS_RS set (docs.rs): the artifact is empty, documentation only",
     })
     .to_string();
-    let (inputs, outputs) = report::declared_io(decoded);
+    let (inputs, outputs) = onnx::declared_io(decoded);
     let files = ArtifactFiles {
         artifact: &[],
         report_json: note.as_bytes(),
@@ -384,28 +344,6 @@ fn docs_only_entry(
     };
     let entry = write_entry(model, path, source_path, artifacts_dir, key, files)?;
     Ok((entry, Vec::new()))
-}
-
-/// Says once per build script run, before quantizing, that kenosis-build was compiled without
-/// optimization (cargo builds build-dependencies at `opt-level = 0` unless told otherwise),
-/// which makes its statistics loops several times slower, and what to add.
-fn warn_if_unoptimized() {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if let Some(message) = unoptimized_warning(env!("KENOSIS_BUILD_OPT_LEVEL")) {
-        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            cargo::warning(&message);
-        }
-    }
-}
-
-/// The warning for kenosis-build compiled at cargo's `opt_level` (`OPT_LEVEL`), if any.
-fn unoptimized_warning(opt_level: &str) -> Option<String> {
-    (opt_level == "0").then(|| {
-        "kenosis: kenosis-build is compiled without optimization, so quantizing is slow; add \
-         to the workspace's Cargo.toml: [profile.dev.package.kenosis-build] opt-level = 3 and \
-         [profile.release.package.kenosis-build] opt-level = 3"
-            .to_owned()
-    })
 }
 
 /// Warns about each `keep_float` name written at `call` (not also given to
@@ -460,17 +398,7 @@ fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{unmatched_everywhere, unoptimized_warning};
-
-    #[test]
-    fn an_unoptimized_kenosis_build_says_what_to_add() {
-        let message = unoptimized_warning("0").expect("a warning at opt-level 0");
-        assert!(message.contains("[profile.dev.package.kenosis-build] opt-level = 3"));
-        assert!(message.contains("[profile.release.package.kenosis-build] opt-level = 3"));
-        for level in ["1", "2", "3", "s", "z"] {
-            assert_eq!(unoptimized_warning(level), None, "opt-level {level}");
-        }
-    }
+    use super::unmatched_everywhere;
 
     #[test]
     fn a_keep_float_name_is_unmatched_only_when_no_model_has_it() {

@@ -46,7 +46,7 @@ pub enum Error {
         reason: String,
     },
     /// Calibration data does not fit the model's inputs, or could not be made from an image
-    /// (see [`calibration_images`](crate::calibration_images)).
+    /// (see `calibration_images`, feature `images`).
     #[error("{path}: bad calibration data: {reason}")]
     Calibration {
         /// The calibration file or folder.
@@ -129,6 +129,24 @@ pub enum Error {
     /// The build configuration itself is wrong (e.g. no model registered).
     #[error("kenosis-build configuration: {0}")]
     Config(String),
+    /// The `kenosis` quantizer a build script runs failed on a model; `message` is its own
+    /// error message (which names the file and the problem).
+    #[error("{message}")]
+    Quantizer {
+        /// The model.
+        path: PathBuf,
+        /// The quantizer's message.
+        message: String,
+    },
+    /// No `kenosis` quantizer of this version could be found or built (see the README,
+    /// "The quantizer").
+    #[error("the kenosis quantizer {identity} is unavailable: {reason}")]
+    QuantizerUnavailable {
+        /// The version and source hash the build needs.
+        identity: String,
+        /// What went wrong, with the nested build's log where there is one.
+        reason: String,
+    },
 }
 
 /// An ONNX Runtime error as `ort` reported it: its code and message, copied out of the
@@ -139,22 +157,24 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct OrtFailure {
-    /// `ort`'s error code.
-    pub code: ort::ErrorCode,
+    /// `ort`'s error code (`ort::ErrorCode`'s variant name).
+    pub code: String,
     /// ONNX Runtime's message.
     pub message: String,
 }
 
+#[cfg(feature = "quantizer")]
 impl<R> From<ort::Error<R>> for OrtFailure {
     fn from(e: ort::Error<R>) -> Self {
         Self::from(&e)
     }
 }
 
+#[cfg(feature = "quantizer")]
 impl<R> From<&ort::Error<R>> for OrtFailure {
     fn from(e: &ort::Error<R>) -> Self {
         Self {
-            code: e.code(),
+            code: format!("{:?}", e.code()),
             message: e.message().to_owned(),
         }
     }
@@ -401,6 +421,7 @@ pub enum BadSample {
         found: Vec<usize>,
     },
     /// The elements cannot be viewed in the input's shape.
+    #[cfg(feature = "quantizer")]
     #[error("cannot view shape {shape:?} as {full:?}: {source}")]
     Reshape {
         /// The sample's shape.
@@ -436,6 +457,7 @@ pub enum BadNpy {
         file_len: usize,
     },
     /// The header does not parse.
+    #[cfg(feature = "quantizer")]
     #[error("bad .npy header: {0}")]
     Header(#[source] ndarray_npy::npy::header::ReadHeaderError),
     /// The header declares another amount of data than follows it.
@@ -449,6 +471,7 @@ pub enum BadNpy {
         held: usize,
     },
     /// The `.npy` reader refused the file.
+    #[cfg(feature = "quantizer")]
     #[error(transparent)]
     Read(#[from] ndarray_npy::ReadNpyError),
 }

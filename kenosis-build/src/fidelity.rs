@@ -36,20 +36,14 @@ use crate::quantize::reason::FloatReason;
 /// errors below the held-out mean.
 const CONFIDENCE_Z: f64 = 1.645;
 
-/// A fidelity floor for the INT8 model, measured on held-out calibration samples.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Target {
-    /// Minimum mean cosine similarity of the first float graph output (flattened; see
-    /// [`Compared`] for models without one) to FP32, required of the 95% lower
-    /// confidence bound ([`Measured::cosine_lower_bound`]).
-    pub min_cosine: Option<f64>,
-    /// Minimum fraction of held-out samples whose first output has the same argmax as FP32
-    /// (the sample fraction: a confidence bound on a proportion from 20 samples could never
-    /// reach 0.9 even at 20 of 20).
-    pub min_top1_agreement: Option<f64>,
+pub use crate::options::FidelityTarget as Target;
+
+/// Whether a measurement meets a [`Target`].
+trait MetBy {
+    fn met_by(&self, m: &Measured) -> bool;
 }
 
-impl Target {
+impl MetBy for Target {
     fn met_by(&self, m: &Measured) -> bool {
         self.min_cosine.is_none_or(|t| m.cosine_lower_bound >= t)
             && self

@@ -7,7 +7,6 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use ndarray::{Array, Dimension};
-use ndarray_npy::WriteNpyExt;
 
 use crate::error::{Error, Result};
 
@@ -99,11 +98,7 @@ where
             path: file.clone(),
             reason: format!("preprocessing failed: {e}"),
         })?;
-        let mut npy = Vec::new();
-        tensor.write_npy(&mut npy).map_err(|e| Error::Calibration {
-            path: file.clone(),
-            reason: format!("cannot encode its tensor as .npy: {e}"),
-        })?;
+        let npy = npy_f32(&tensor);
         let mut name = file.file_name().map(OsString::from).unwrap_or_default();
         name.push(".npy");
         let target = out.join(&name);
@@ -123,6 +118,33 @@ where
         }
     }
     Ok(files.len())
+}
+
+/// `tensor` as an `.npy` file (format version 1.0: little-endian float32, C order), laid
+/// out as NumPy's `np.save` writes it: the magic string, the header length, a Python dict
+/// literal padded with spaces and a line feed so that the data starts on a 64-byte
+/// boundary, then the elements in logical order. Source: NumPy's NEP 1, "A Simple File
+/// Format for NumPy Arrays".
+fn npy_f32<D: Dimension>(tensor: &Array<f32, D>) -> Vec<u8> {
+    const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
+    let dims: Vec<String> = tensor.shape().iter().map(usize::to_string).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+    let unpadded = MAGIC.len() + 2 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut npy = Vec::with_capacity(MAGIC.len() + 2 + header.len() + 4 * tensor.len());
+    npy.extend_from_slice(MAGIC);
+    // A header of a few dims is far below the 64 KiB version 1.0 allows.
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    for value in tensor.iter() {
+        npy.extend_from_slice(&value.to_le_bytes());
+    }
+    npy
 }
 
 /// The image files directly in `dir` (by [`IMAGE_EXTENSIONS`]), sorted.

@@ -1,13 +1,13 @@
 //! The kernel costs of [`KernelCosts`], measured on the build machine with micro-benchmarks
 //! in ONNX Runtime, for builds whose target is the build machine's own CPU class.
 //!
-//! Every figure is a slope: the median time of a chain of [`LONG`] layers minus a chain of
+//! Every figure is a slope: the median time of a chain of `LONG` layers minus a chain of
 //! one, over `LONG - 1`, so that the model's own input and output costs cancel. Each session
 //! runs on one intra-op thread with all graph optimizations (ONNX Runtime fuses the QDQ
 //! chains into its integer kernels, as it does for an artifact). The chains of one figure
 //! run interleaved, one run of each per round, so that a change of machine load touches
 //! them alike, each time is the median of its rounds, and each cost the median of
-//! [`REPEATS`] whole measurements. Units: one FP32 multiply-add of a
+//! `REPEATS` whole measurements. Units: one FP32 multiply-add of a
 //! dense Conv on the same machine, as in the table.
 //! - `int8_dense`: QDQ 1×1 and 3×3 Convs (fused into QLinearConv) against FP32 ones.
 //! - `fp32_depthwise` / `int8_depthwise`: 3×3 depthwise Convs, FP32 and QDQ.
@@ -64,7 +64,7 @@ pub struct Measured {
     pub kept_from_table: Vec<String>,
 }
 
-/// Runs the micro-benchmarks ([`REPEATS`] times, a few seconds on one thread) and prices
+/// Runs the micro-benchmarks (`REPEATS` times, a few seconds on one thread) and prices
 /// them against `table`, the build target class's row.
 ///
 /// # Errors
@@ -149,7 +149,7 @@ pub fn cached(cache_dir: &Path, table: &KernelCosts, path: &Path) -> Result<Meas
         &format!("protocol {PROTOCOL}"),
         concat!("kenosis-build ", env!("CARGO_PKG_VERSION")),
         ort::info(),
-        &cpu_identity(),
+        &crate::kernels::cpu_identity(),
         &format!("{table:?}"),
     ] {
         key.update(part.as_bytes()).update(b"\n");
@@ -178,25 +178,6 @@ pub fn cached(cache_dir: &Path, table: &KernelCosts, path: &Path) -> Result<Meas
         reason = "the JSON was just written from a `Measured`"
     )]
     Ok(serde_json::from_slice(&json).expect("round trip"))
-}
-
-/// What names this machine's CPU for [`cached`]: the first `model name` and `flags` (x86) or
-/// `Features` (aarch64) lines of `/proc/cpuinfo`, else the architecture alone.
-fn cpu_identity() -> String {
-    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let first = |key: &str| {
-        (text.lines())
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
-            .unwrap_or_default()
-            .to_owned()
-    };
-    format!(
-        "{} | {} | {} | {}",
-        std::env::consts::ARCH,
-        first("model name"),
-        first("flags"),
-        first("Features")
-    )
 }
 
 fn mean(values: impl IntoIterator<Item = f64>) -> f64 {

@@ -189,6 +189,26 @@ impl Evaluation {
     }
 }
 
+/// What names this machine's CPU for its measured kernel costs (`kernel_bench::cached`, the
+/// cache key's `kernel_costs` line): the first `model name` and `flags` (x86) or
+/// `Features` (aarch64) lines of `/proc/cpuinfo`, else the architecture alone.
+pub fn cpu_identity() -> String {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let first = |key: &str| {
+        (text.lines())
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    format!(
+        "{} | {} | {} | {}",
+        std::env::consts::ARCH,
+        first("model name"),
+        first("flags"),
+        first("Features")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Evaluation, IntegerKernels, TargetCpu};

@@ -32,6 +32,13 @@
 //! into its integer kernels (QLinearConv, QGemm, ...). Artifacts are cached under the target
 //! directory by a content hash, copied into `OUT_DIR`, and listed in a manifest that
 //! `kenosis_runtime::include_quantized!` reads.
+//!
+//! The build script compiles only the front end (discovery, options, the cache key, the
+//! cache, the manifest). On a cache miss it runs the `kenosis` quantizer (crate
+//! `kenosis-cli`): from `KENOSIS_QUANTIZER`, from `PATH` when it is this version, or built
+//! from source once per machine and version into the per-user cache folder. With the
+//! `quantizer` feature the quantizer is linked in and runs in the build script instead.
+//! `calibration_images` needs the `images` feature.
 
 // The examples above are whole `build.rs` files, so they show their `main`.
 #![allow(clippy::needless_doctest_main)]
@@ -39,14 +46,18 @@
 // feature; builds with that feature (CI's clippy) still report real dead code.
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
-// The modules, in layering order: leaves, then stages, each using only those before it, then
-// the front end (`cargo xtask layers` checks it). The quantizer's modules are private, or
-// public and hidden from the docs with the non-default `internals` feature, which Kenosis's
-// own tests, benchmark and fuzz targets enable: not a public API, anything they hold changes
-// without notice. Each such module is declared twice, once per side of the feature, with
-// plain `mod` lines that rustfmt follows (one group each, so that it keeps this order).
+// The modules, in layering order: leaves, then the front end's stages, then the quantizer's
+// (feature `quantizer`), then the front end's driver, each using only those before it
+// (`cargo xtask layers` checks it). Without `quantizer` this crate is the build script's
+// front end, which runs the `kenosis` binary on a cache miss (see `quantizer`). The modules
+// are private, or public and hidden from the docs with the non-default `internals` feature,
+// which Kenosis's own tests, benchmark, fuzz targets and the `kenosis` binary enable: not a
+// public API, anything they hold changes without notice. Each such module is declared twice,
+// once per side of the feature, with plain `mod` lines that rustfmt follows (one group each,
+// so that it keeps this order).
 
 // Leaves.
+#[cfg(feature = "quantizer")]
 mod parallel;
 
 #[cfg(feature = "internals")]
@@ -91,59 +102,27 @@ pub mod kernel_costs;
 #[cfg(not(feature = "internals"))]
 mod kernel_costs;
 
-// Stages.
+// The front end's stages: the files a model's build reads, options and the cache key's
+// lines, the request a cache miss sends to the quantizer, the cache, cargo, the calibration
+// helper, discovery.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod normalize;
+pub mod model_files;
 #[cfg(not(feature = "internals"))]
-mod normalize;
+mod model_files;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod calibrate;
+pub mod options;
 #[cfg(not(feature = "internals"))]
-mod calibrate;
-
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod quantize;
-#[cfg(not(feature = "internals"))]
-mod quantize;
-
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod fidelity;
-#[cfg(not(feature = "internals"))]
-mod fidelity;
-
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod speed;
-#[cfg(not(feature = "internals"))]
-mod speed;
-
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod report;
-#[cfg(not(feature = "internals"))]
-mod report;
-
 mod options;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod pipeline;
+pub mod request;
 #[cfg(not(feature = "internals"))]
-mod pipeline;
+mod request;
 
-#[cfg(feature = "internals")]
-#[doc(hidden)]
-pub mod cast;
-#[cfg(not(feature = "internals"))]
-mod cast;
-
-// The front end: the cache, the kernel costs kept in it, cargo, discovery, the builder
-// `build.rs` fills, the files written for a model, and `Config::compile`, which drives it all.
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod cache;
@@ -152,16 +131,11 @@ mod cache;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod kernel_bench;
-#[cfg(not(feature = "internals"))]
-mod kernel_bench;
-
-#[cfg(feature = "internals")]
-#[doc(hidden)]
 pub mod cargo;
 #[cfg(not(feature = "internals"))]
 mod cargo;
 
+#[cfg(feature = "images")]
 mod images;
 
 #[cfg(feature = "internals")]
@@ -170,28 +144,104 @@ pub mod discover;
 #[cfg(not(feature = "internals"))]
 mod discover;
 
+// The quantizer's stages (feature `quantizer`), then `serve`, which answers a request.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod normalize;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod normalize;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod calibrate;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod calibrate;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod quantize;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod quantize;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod fidelity;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod fidelity;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod speed;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod speed;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod report;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod report;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod pipeline;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod pipeline;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod cast;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod cast;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod kernel_bench;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod kernel_bench;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod serve;
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
+mod serve;
+
+// The front end's driver: the builder `build.rs` fills, the files written for a model, where
+// the quantizer comes from and how it is run, and `Config::compile`, which drives it all.
 mod config;
 
 mod artifact;
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod quantizer;
+#[cfg(not(feature = "internals"))]
+mod quantizer;
 
 mod compile;
 
 #[cfg(test)]
 mod test_support;
 
-pub use calibrate::Method;
 pub use config::{discover, Config};
 pub use error::{Error, OrtFailure, Result};
-pub use fidelity::{FidelityReport, Measured, SampleSource};
+/// Images turned into calibration samples, with the `images` feature.
+#[cfg(feature = "images")]
 pub use images::{calibration_images, IMAGE_EXTENSIONS};
 pub use kenosis_manifest::TensorInfo;
-pub use kenosis_options::{Activations, Weights};
+pub use kenosis_options::{Activations, Method, Weights};
 pub use kernels::Evaluation;
-pub use normalize::NormalizeSummary;
-pub use quantize::plan::FloatNode;
-pub use quantize::reason::FloatReason;
-pub use quantize::rewrite::RewriteSummary;
-pub use report::Report;
+
+/// The report a build writes beside each artifact (`<artifact>.json`), as types: with the
+/// `quantizer` feature, which links the quantizer into the program.
+#[cfg(feature = "quantizer")]
+pub use {
+    fidelity::{FidelityReport, Measured, SampleSource},
+    normalize::NormalizeSummary,
+    quantize::plan::FloatNode,
+    quantize::reason::FloatReason,
+    quantize::rewrite::RewriteSummary,
+    report::Report,
+};
 
 /// The offline entry point (no cargo, no manifest), with the `internals` feature.
 #[cfg(feature = "internals")]

@@ -1,12 +1,11 @@
 //! The options of a build, generated from `kenosis-options`' declaration table (see
-//! `kenosis_options::table`): each option's [`Config`] setter, its field of the resolved
+//! `kenosis_options::table`): each option's [`crate::Config`] setter, its field of the resolved
 //! [`QuantizeOptions`] with its default and check, and its line in the cache key. Nothing
 //! here names an option: adding one to the table adds it everywhere.
 
 use kenosis_options::{BuildTarget, Options};
 
 use crate::error::{Error, Result};
-use crate::fidelity;
 use crate::kernel_costs::KernelCosts;
 use crate::kernels::{Evaluation, IntegerKernels, TargetCpu};
 
@@ -81,10 +80,15 @@ macro_rules! define_build_options {
             /// FP32 (see [`crate::quantize::domain`]): the build machine's class from
             /// [`QuantizeOptions::resolve`], set by `Config::compile` from the target.
             pub target_cpu: TargetCpu,
-            /// Kernel costs measured on the build machine (`crate::kernel_bench`), which
-            /// price the placement instead of [`target_cpu`](Self::target_cpu)'s table row:
-            /// `None` from [`QuantizeOptions::resolve`], set by `Config::compile` when the
-            /// build machine's CPU class is the target's.
+            /// The CPU whose measured kernel costs price the placement instead of
+            /// [`target_cpu`](Self::target_cpu)'s table row: a hash of the build machine's
+            /// [`crate::kernels::cpu_identity`], set by [`QuantizeOptions::for_target`] when
+            /// the build machine's CPU class is the target's and slower regions return to
+            /// FP32; `None` (the table) otherwise. The cache key names the CPU, not the costs:
+            /// they are measured once per CPU and kept (`kernel_bench::cached`).
+            pub kernel_costs_cpu: Option<String>,
+            /// The costs measured on that CPU (`kernel_bench`), filled in by the quantizer
+            /// before it plans; `None` until then.
             pub measured_costs: Option<KernelCosts>,
         }
 
@@ -101,6 +105,7 @@ macro_rules! define_build_options {
                     evaluation,
                     host_runs_target: true,
                     target_cpu: TargetCpu::of_target("", ""),
+                    kernel_costs_cpu: None,
                     measured_costs: None,
                 }
             }
@@ -120,7 +125,7 @@ macro_rules! define_build_options {
             /// optional value left unset, then `evaluation = host_kernels` or
             /// `evaluation = qdq_reference`, then `host_runs_target = true` or `false`, then
             /// `target_cpu = x86`, `x86_vnni` or `aarch64`, then `kernel_costs = table` or
-            /// `kernel_costs = measured` with the five measured costs; every line ends in `\n`.
+            /// `kernel_costs = measured on ` and the CPU's hash; every line ends in `\n`.
             /// `docs/design.md` ("Cache key") specifies it.
             pub fn canonical(&self) -> String {
                 use kenosis_options::value::Value;
@@ -137,7 +142,7 @@ macro_rules! define_build_options {
                 text.push('\n');
                 text.push_str(&format!("host_runs_target = {}\n", self.host_runs_target));
                 text.push_str(&format!("target_cpu = {}\n", self.target_cpu.canonical()));
-                text.push_str(&kernel_costs_line(self.measured_costs.as_ref()));
+                text.push_str(&kernel_costs_line(self.kernel_costs_cpu.as_deref()));
                 text
             }
         }
@@ -146,15 +151,12 @@ macro_rules! define_build_options {
 
 kenosis_options::options!(define_build_options);
 
-/// The `kernel_costs` line of [`QuantizeOptions::canonical`]: `table`, or `measured` and the
-/// costs in [`KernelCosts`]'s field order, each with 4 decimals.
-fn kernel_costs_line(measured: Option<&KernelCosts>) -> String {
-    match measured {
+/// The `kernel_costs` line of [`QuantizeOptions::canonical`]: `table`, or `measured on` and
+/// the hash of the CPU they are measured on.
+fn kernel_costs_line(cpu: Option<&str>) -> String {
+    match cpu {
         None => "kernel_costs = table\n".to_owned(),
-        Some(c) => format!(
-            "kernel_costs = measured {:.4} {:.4} {:.4} {:.4} {:.4}\n",
-            c.int8_dense, c.fp32_depthwise, c.int8_depthwise, c.conversion, c.layout
-        ),
+        Some(cpu) => format!("kernel_costs = measured on {cpu}\n"),
     }
 }
 
@@ -169,6 +171,32 @@ impl QuantizeOptions {
             build_target(kernels),
             Evaluation::for_kernels(kernels, IntegerKernels::of_host()),
         )
+    }
+}
+
+impl QuantizeOptions {
+    /// The options `layers` writes, each unwritten one at its default for the build target
+    /// `triple` with cargo's `target_features` (`CARGO_CFG_TARGET_FEATURE`; empty for a triple
+    /// cargo did not name): what a build script quantizes with, in the front end (the cache
+    /// key) and in the quantizer alike. The fidelity check runs on the build machine's
+    /// kernels where they compute what the target's do (see [`Evaluation::for_kernels`]); the
+    /// speed is measured where the build machine runs the target's code; kernel costs are
+    /// measured where the target is of the build machine's own CPU class.
+    pub fn for_target(layers: &Options, triple: &str, target_features: &str) -> Self {
+        let target_cpu = TargetCpu::of_target(triple, target_features);
+        let kernels = target_cpu.integer_kernels();
+        let evaluation = Evaluation::for_kernels(kernels, IntegerKernels::of_host());
+        let resolved = Self::resolve(layers, build_target(kernels), evaluation);
+        let kernel_costs_cpu =
+            (resolved.fp32_where_faster && kernels.run_here(triple)).then(|| {
+                blake3::hash(crate::kernels::cpu_identity().as_bytes()).to_hex()[..16].to_owned()
+            });
+        Self {
+            host_runs_target: kernels.timed_here(triple),
+            target_cpu,
+            kernel_costs_cpu,
+            ..resolved
+        }
     }
 }
 
@@ -199,14 +227,26 @@ impl QuantizeOptions {
     }
 
     /// The fidelity floor, when `min_cosine` or `min_top1_agreement` sets one.
-    pub fn fidelity_target(&self) -> Option<fidelity::Target> {
-        (self.min_cosine.is_some() || self.min_top1_agreement.is_some()).then_some(
-            fidelity::Target {
-                min_cosine: self.min_cosine,
-                min_top1_agreement: self.min_top1_agreement,
-            },
-        )
+    pub fn fidelity_target(&self) -> Option<FidelityTarget> {
+        (self.min_cosine.is_some() || self.min_top1_agreement.is_some()).then_some(FidelityTarget {
+            min_cosine: self.min_cosine,
+            min_top1_agreement: self.min_top1_agreement,
+        })
     }
+}
+
+/// A fidelity floor for the INT8 model, measured on held-out calibration samples (see
+/// `fidelity::meet_target`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FidelityTarget {
+    /// Minimum mean cosine similarity of the first float graph output (flattened; see
+    /// `fidelity::Compared` for models without one) to FP32, required of the 95% lower
+    /// confidence bound (`fidelity::Measured::cosine_lower_bound`).
+    pub min_cosine: Option<f64>,
+    /// Minimum fraction of held-out samples whose first output has the same argmax as FP32
+    /// (the sample fraction: a confidence bound on a proportion from 20 samples could never
+    /// reach 0.9 even at 20 of 20).
+    pub min_top1_agreement: Option<f64>,
 }
 
 #[cfg(test)]
@@ -265,7 +305,7 @@ mod tests {
         assert_eq!(from_config.keep_float, ["a", "b"]);
         assert_eq!(
             from_config.fidelity_target(),
-            Some(fidelity::Target {
+            Some(FidelityTarget {
                 min_cosine: None,
                 min_top1_agreement: Some(0.9),
             })

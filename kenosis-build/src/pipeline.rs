@@ -48,31 +48,7 @@ pub struct Quantized {
     pub report: Report,
 }
 
-/// The folder external data locations of the model at `path` are relative to.
-pub fn model_dir(path: &Path) -> &Path {
-    path.parent().unwrap_or(Path::new("."))
-}
-
-/// The data files the model at `path` keeps tensors in (see [`onnx::external`]); empty for
-/// a self-contained model. They are build inputs: the cache key covers their bytes.
-///
-/// # Errors
-/// [`Error::InvalidModel`] when a tensor's data location is malformed or leaves the
-/// model's folder; [`Error::UnsafePath`] when it holds a line break.
-pub fn external_files(path: &Path, model: &ModelProto) -> Result<Vec<std::path::PathBuf>> {
-    onnx::external::files(model, model_dir(path)).map_err(|e| external_error(path, e))
-}
-
-fn external_error(path: &Path, e: onnx::external::ExternalDataError) -> Error {
-    match e {
-        onnx::external::ExternalDataError::Invalid(reason) => Error::InvalidModel {
-            path: path.to_owned(),
-            reason,
-        },
-        onnx::external::ExternalDataError::Io(file, source) => Error::Io { path: file, source },
-        onnx::external::ExternalDataError::LineBreak(file) => Error::UnsafePath { path: file },
-    }
-}
+pub use crate::model_files::{external_files, model_dir};
 
 /// Largest message protobuf implementations (and so ONNX Runtime) parse: 2 GiB - 1.
 const PROTOBUF_LIMIT: usize = i32::MAX as usize;
@@ -128,7 +104,8 @@ pub fn quantize_decoded(
 /// [`external_files`] gives them; [`Error::Unsupported`] when normalization refuses the
 /// model.
 pub fn normalize_decoded(path: &Path, mut model: ModelProto) -> Result<Normalized> {
-    onnx::external::inline(&mut model, model_dir(path)).map_err(|e| external_error(path, e))?;
+    onnx::external::inline(&mut model, model_dir(path))
+        .map_err(|e| crate::model_files::external_error(path, e))?;
     crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))
 }
 

@@ -61,7 +61,7 @@ pub enum SpeedCheck {
 pub const NOT_THE_TARGET: &str =
     "the build machine does not run the target's code (another architecture or other integer kernels)";
 
-/// Interleaved runs of each model, after [`WARMUP_RUNS`]: at least [`MIN_RUNS`], and more
+/// Interleaved runs of each model, after `WARMUP_RUNS`: at least [`MIN_RUNS`], and more
 /// up to [`MAX_RUNS`] while the measurement has taken less than its budget.
 pub const MIN_RUNS: usize = 7;
 /// See [`MIN_RUNS`].

@@ -9,7 +9,12 @@
 //! - `kenosis report`: what the last `cargo build` of the current package quantized;
 //! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
 //!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
+//!
+//! Build scripts run it too (hidden `build-request`, see kenosis-build's `quantizer`): its
+//! `--version` names the kenosis-build sources it was compiled from, which a build's front
+//! end must share.
 
+mod build_request;
 mod cast;
 mod diff;
 mod error;
@@ -27,7 +32,7 @@ use clap::{Parser, Subcommand};
 
 /// Quantize, validate, inspect, compare and cast ONNX models with Kenosis, outside a build
 #[derive(Parser)]
-#[command(name = "kenosis", version, about)]
+#[command(name = "kenosis", version = kenosis_build::quantizer::IDENTITY, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,6 +82,9 @@ enum Command {
     /// 8 bits of mantissa (less precise), and needs opset 13 or later. OUT is one
     /// self-contained file (external data is read in).
     Cast(cast::Args),
+    /// Quantize one model for a build script: the request (JSON) comes on standard input
+    #[command(hide = true)]
+    BuildRequest,
 }
 
 fn main() -> ExitCode {
@@ -88,6 +96,7 @@ fn main() -> ExitCode {
         Command::Diff { a, b } => diff::run(&a, &b),
         Command::Report(args) => report::run(&args),
         Command::Cast(args) => cast::run(&args),
+        Command::BuildRequest => build_request::run(),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -372,6 +372,7 @@ fn downstream_manifest() -> String {
             "kenosis-macros",
             "kenosis-runtime",
             "kenosis-build",
+            "kenosis-cli",
         ]
         .iter()
         .map(|name| (name.to_string(), root.join(name)))
@@ -400,8 +401,6 @@ kenosis-runtime = {{ version = "0.1", default-features = false, features = ["bun
 [build-dependencies]
 kenosis-build = {{ version = "0.1", default-features = false }}
 
-[profile.release.package.kenosis-build]
-opt-level = 3
 [profile.release.package.zstd-sys]
 opt-level = 3
 

@@ -65,3 +65,30 @@ pub fn run(mut cmd: Command) -> Result<ExitCode> {
         }
     })
 }
+
+/// Builds the `kenosis` quantizer from the workspace (`cargo build --release -p kenosis-cli`)
+/// and returns its path, for `KENOSIS_QUANTIZER`: build scripts whose kenosis-build is the
+/// front end alone (the examples, the downstream crates the tests make) run it on a cache
+/// miss instead of building their own copy into the per-user folder.
+///
+/// # Errors
+/// When the build fails.
+pub fn quantizer(ort: &OrtEnv) -> Result<PathBuf> {
+    let mut cmd = command(ort);
+    cmd.args([
+        "build",
+        "--release",
+        "-p",
+        "kenosis-cli",
+        "--bin",
+        "kenosis",
+    ]);
+    if run(cmd)? != ExitCode::SUCCESS {
+        anyhow::bail!(
+            "building the kenosis quantizer (`cargo build --release -p kenosis-cli`) failed"
+        );
+    }
+    Ok(target_dir()?
+        .join("release")
+        .join(format!("kenosis{}", env::consts::EXE_SUFFIX)))
+}

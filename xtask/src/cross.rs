@@ -97,7 +97,7 @@ pub fn config_fragment(host_dir: &Path, target: Option<(&Platform, &Path)>) -> S
         "# ONNX Runtime {ORT_VERSION} from PyPI's onnxruntime wheels, for Kenosis \
          (cargo xtask setup-ort).\n\
          [env]\n\
-         # The build machine's library: kenosis-build runs it in build scripts.\n\
+         # The build machine's library: the `kenosis` quantizer links and runs it.\n\
          ORT_LIB_PATH = {}\n\
          ORT_PREFER_DYNAMIC_LINK = \"1\"\n",
         toml_string(host_dir)

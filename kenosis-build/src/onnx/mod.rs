@@ -7,8 +7,10 @@ mod proto;
 
 pub mod attr;
 pub mod external;
+pub mod manifest;
 pub mod tensor;
 
+pub use manifest::declared_io;
 pub use proto::*;
 
 pub use tensor_proto::DataType;

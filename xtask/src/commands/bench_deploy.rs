@@ -363,7 +363,7 @@ fn table(what: &str, rows: &mut [Row], library: u64, host: bool) -> Result<Strin
 }
 
 /// The first `model name` of `/proc/cpuinfo`, with the core count.
-fn cpu_name() -> String {
+pub(crate) fn cpu_name() -> String {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let name = info
         .lines()

@@ -39,25 +39,32 @@ const LAYERS: &[(&str, Layer)] = &[
     // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
     // reasons `onnx` and `graph` give.
     ("error", Layer::Leaf),
+    // The front end's stages: what a build script compiles without the `quantizer` feature.
+    ("model_files", Layer::Stage),
+    ("options", Layer::Stage),
+    // The request a cache miss sends to the quantizer, and the report head the cache reads.
+    ("request", Layer::Stage),
+    ("cache", Layer::Stage),
+    ("cargo", Layer::Stage),
+    ("images", Layer::Stage),
+    ("discover", Layer::Stage),
+    // The quantizer's stages (feature `quantizer`), then `serve`, which answers a request.
     ("normalize", Layer::Stage),
     ("calibrate", Layer::Stage),
     ("quantize", Layer::Stage),
     ("fidelity", Layer::Stage),
     ("speed", Layer::Stage),
     ("report", Layer::Stage),
-    ("options", Layer::Stage),
     ("pipeline", Layer::Stage),
     // `kenosis cast`: decodes and reads external data as the pipeline does.
     ("cast", Layer::Stage),
-    ("cache", Layer::Stage),
     ("kernel_bench", Layer::Stage),
-    ("cargo", Layer::Stage),
-    ("images", Layer::Stage),
-    ("discover", Layer::Stage),
-    // The front end: the builder `build.rs` fills, the files written for a model, and
-    // `Config::compile`, which drives everything above.
+    ("serve", Layer::Stage),
+    // The front end's driver: the builder `build.rs` fills, the files written for a model,
+    // where the quantizer comes from, and `Config::compile`, which drives everything above.
     ("config", Layer::Stage),
     ("artifact", Layer::Stage),
+    ("quantizer", Layer::Stage),
     ("compile", Layer::Stage),
 ];
 

@@ -38,6 +38,8 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     let full = !selects_packages(&args);
     let cross_config = cross_config()?;
     let mut cmd = cargo::command(&ort);
+    // Every build script on the front end alone runs this one quantizer.
+    cmd.env("KENOSIS_QUANTIZER", cargo::quantizer(&ort)?);
     if let Some(models) = models {
         cmd.env("KENOSIS_MODELS", models);
     }
@@ -113,12 +115,13 @@ fn clippy(ort: &ort::OrtEnv) -> Result<()> {
 }
 
 /// The crates published to the registry, in dependency order.
-const PUBLISHED: [&str; 5] = [
+const PUBLISHED: [&str; 6] = [
     "kenosis-options",
     "kenosis-manifest",
     "kenosis-macros",
     "kenosis-runtime",
     "kenosis-build",
+    "kenosis-cli",
 ];
 
 /// `cargo package` of the [`PUBLISHED`] crates, with its verification build (each crate built

@@ -1,0 +1,157 @@
+//! What the build script's front end asks of the `kenosis` quantizer on a cache miss, and the
+//! part of the answer it reads.
+//!
+//! The front end writes a [`Request`] as JSON to the quantizer's standard input
+//! (`kenosis build-request`, see `quantizer`); the quantizer (`serve`) writes the artifact and
+//! its report to the request's paths and prints the summary line on standard output. Both
+//! sides are this crate at the same version and source hash (the quantizer's `--version`
+//! says which), so the format needs no versioning of its own.
+
+use std::path::PathBuf;
+
+use kenosis_manifest::TensorInfo;
+use kenosis_options::Options;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::options::QuantizeOptions;
+
+/// One model to quantize, as a build script resolved it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The FP32 ONNX model (absolute).
+    pub model: PathBuf,
+    /// The model as the build names it (registered path or call-site literal), recorded in
+    /// the report's `source`.
+    pub source: String,
+    /// The calibration folder of `.npy` samples (absolute); `None`: synthetic inputs.
+    pub calibration: Option<PathBuf>,
+    /// The option layers over the defaults, in `include_quantized!` syntax
+    /// ([`Options::canonical`]).
+    pub options: String,
+    /// The build target's triple (cargo's `TARGET`).
+    pub target: String,
+    /// The build target's features (cargo's `CARGO_CFG_TARGET_FEATURE`), comma-separated.
+    pub target_features: String,
+    /// The cache folder: the kernel costs measured on this machine are kept under it.
+    pub cache_dir: PathBuf,
+    /// The cache key the artifact will be stored under, recorded in the report's `key`.
+    pub key: String,
+    /// Where to write the INT8 model.
+    pub artifact: PathBuf,
+    /// Where to write its report (JSON).
+    pub report: PathBuf,
+}
+
+impl Request {
+    /// The resolved options this request quantizes with: the same value, and so the same
+    /// cache key text, as the front end computed.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when [`Request::options`] does not parse.
+    pub fn quantize_options(&self) -> Result<QuantizeOptions> {
+        let layers = Options::parse_str(&self.options).map_err(|e| {
+            Error::Config(format!("the quantizer's options `{}`: {e}", self.options))
+        })?;
+        Ok(QuantizeOptions::for_target(
+            &layers,
+            &self.target,
+            &self.target_features,
+        ))
+    }
+}
+
+/// The fields of a build report (the quantizer's `report::Report`, written beside each
+/// artifact) that the front end reads: the rest passes through as JSON.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportHead {
+    /// BLAKE3 of the artifact (hex), checked against the cached artifact.
+    pub artifact_blake3: String,
+    /// The artifact's graph inputs, for the manifest.
+    pub inputs: Vec<TensorInfo>,
+    /// The artifact's graph outputs, for the manifest.
+    pub outputs: Vec<TensorInfo>,
+    /// `keep_float` names that matched no node.
+    #[serde(default)]
+    pub keep_float_unmatched: Vec<String>,
+}
+
+impl ReportHead {
+    /// Parses the head of report JSON `json`; `None` when it is not a report.
+    pub fn parse(json: &[u8]) -> Option<Self> {
+        serde_json::from_slice(json).ok()
+    }
+}
+
+/// `json` (a report) with its `source` replaced by `source`: byte-identical models share cache
+/// entries, and the report written for a build names the build's own model.
+///
+/// # Errors
+/// [`Error::Config`] when `json` is not a JSON object.
+pub fn with_source(json: &[u8], source: &str) -> Result<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| Error::Config(format!("a cached report does not parse: {e}")))?;
+    let object = value
+        .as_object_mut()
+        .ok_or_else(|| Error::Config("a cached report is not a JSON object".into()))?;
+    object.insert("source".into(), serde_json::Value::from(source));
+    serde_json::to_vec_pretty(&value)
+        .map_err(|e| Error::Config(format!("a report does not serialize: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request carries the resolved options as call-site text; the quantizer must resolve
+    /// them to the very value the front end hashed, for every option the table declares.
+    #[test]
+    fn the_quantizer_resolves_the_options_the_front_end_hashed() {
+        let written = [
+            "",
+            "method = \"percentile(99.9)\", per_channel = false, keep_float = [\"conv1\", \"a b\"]",
+            "activations = \"dynamic\", weights = \"int4\", min_cosine = 0.99",
+            "reduce_range = true, fp32_where_faster = false, synthetic_image_range = \"[0, 255]\"",
+        ];
+        for (text, target) in written.iter().zip([
+            "x86_64-unknown-linux-gnu",
+            "aarch64-unknown-linux-gnu",
+            "x86_64-unknown-linux-gnu",
+            "aarch64-unknown-linux-gnu",
+        ]) {
+            let layers = Options::parse_str(text).expect("parses");
+            let front_end = QuantizeOptions::for_target(&layers, target, "");
+            let request = Request {
+                model: PathBuf::from("m.onnx"),
+                source: "m.onnx".into(),
+                calibration: None,
+                options: front_end.to_options().canonical(),
+                target: target.into(),
+                target_features: String::new(),
+                cache_dir: PathBuf::from("cache"),
+                key: "k".into(),
+                artifact: PathBuf::from("a.onnx"),
+                report: PathBuf::from("a.json"),
+            };
+            let json = serde_json::to_vec(&request).expect("serializes");
+            let back: Request = serde_json::from_slice(&json).expect("parses");
+            let quantizer = back.quantize_options().expect("options parse");
+            assert_eq!(quantizer, front_end, "{text}");
+            assert_eq!(quantizer.canonical(), front_end.canonical(), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_cached_report_is_renamed_for_the_build_that_reads_it() {
+        let json = br#"{"source": "a.onnx", "artifact_blake3": "00", "inputs": [], "outputs": []}"#;
+        let named = with_source(json, "models/b.onnx").expect("an object");
+        let value: serde_json::Value = serde_json::from_slice(&named).expect("JSON");
+        assert_eq!(value["source"], "models/b.onnx");
+        assert_eq!(
+            ReportHead::parse(&named).expect("a head").artifact_blake3,
+            "00"
+        );
+        assert!(with_source(b"[1, 2]", "x").is_err());
+        assert!(ReportHead::parse(b"{}").is_none());
+    }
+}
