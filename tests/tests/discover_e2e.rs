@@ -11,57 +11,14 @@
 //! `KENOSIS_CACHE_DIR`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Instant;
 
 use kenosis_build::onnx::{tensor_proto::DataLocation, ModelProto, StringStringEntryProto};
 use kenosis_manifest::Manifest;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
-}
+mod fixture;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
-}
-
-/// The fixture crate in `dir`, ready to build.
-fn fixture_crate(dir: &Path) {
-    copy_dir(&workspace().join("tests/fixtures/discover"), dir);
-    let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    let root = workspace();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        toml.replace("../../../", &format!("{}/", root.display())),
-    )
-    .unwrap();
-    // The workspace's lock file pins every dependency the fixture needs, so it builds offline.
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    let models = dir.join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    let tiny_conv = root.join("tests/fixtures/tiny/tiny_conv.onnx");
-    let tiny_io = root.join("kenosis-runtime/testdata/tiny_io.onnx");
-    for (from, to) in [
-        (&tiny_conv, "tiny_conv.onnx"),
-        (&tiny_io, "tiny_io.onnx"),
-        (&tiny_conv, "example.onnx"),
-        (&tiny_conv, "added.onnx"),
-    ] {
-        std::fs::copy(from, models.join(to)).unwrap();
-    }
-}
+use fixture::{fixture_crate, workspace};
 
 fn cargo(dir: &Path, args: &[&str], cache: &Path) -> String {
     let (ok, text) = cargo_with(dir, args, cache, &[]);
@@ -72,22 +29,7 @@ fn cargo(dir: &Path, args: &[&str], cache: &Path) -> String {
 /// Runs cargo with `args` and the extra environment `vars`; whether it succeeded, and its
 /// output.
 fn cargo_with(dir: &Path, args: &[&str], cache: &Path, vars: &[(&str, &str)]) -> (bool, String) {
-    let output: Output = Command::new(env!("CARGO"))
-        .args(args)
-        .arg("--offline")
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .env("KENOSIS_CACHE_DIR", cache)
-        .env_remove("KENOSIS_CACHE_KEY")
-        .envs(vars.iter().copied())
-        .output()
-        .expect("cargo runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    fixture::outcome(fixture::cargo(dir, args, &target_dir(), cache).envs(vars.iter().copied()))
 }
 
 /// The nested builds' target folder: `discover-e2e` in the workspace's.

@@ -11,44 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_owned()
-}
+mod fixture;
 
-/// The fixture crate `tests/fixtures/discover` in `dir`, with absolute path dependencies,
-/// the workspace's lock file and its tiny models.
-fn fixture_crate(dir: &Path) {
-    let root = workspace();
-    let from = root.join("tests/fixtures/discover");
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(format!("{}/.", from.display()))
-        .arg(dir)
-        .status()
-        .expect("cp runs");
-    assert!(status.success());
-    let toml = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        toml.replace("../../../", &format!("{}/", root.display())),
-    )
-    .expect("write");
-    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).expect("Cargo.lock");
-    let models = dir.join("models");
-    std::fs::create_dir_all(&models).expect("mkdir");
-    let tiny_conv = root.join("tests/fixtures/tiny/tiny_conv.onnx");
-    for name in ["tiny_conv.onnx", "example.onnx", "added.onnx"] {
-        std::fs::copy(&tiny_conv, models.join(name)).expect("model");
-    }
-    std::fs::copy(
-        root.join("kenosis-runtime/testdata/tiny_io.onnx"),
-        models.join("tiny_io.onnx"),
-    )
-    .expect("model");
-}
+use fixture::fixture_crate;
 
 /// `PATH` without any folder holding a `kenosis`.
 fn path_without_kenosis() -> std::ffi::OsString {
@@ -64,27 +29,14 @@ fn path_without_kenosis() -> std::ffi::OsString {
 /// output.
 fn build(dir: &Path, vars: &[(&str, &std::ffi::OsStr)]) -> (bool, String) {
     let cache = tempfile::tempdir().expect("tempdir");
-    let output = Command::new(env!("CARGO"))
-        .args(["build", "--offline"])
-        .current_dir(dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            kenosis_eval::target_dir().join("quantizer-binary"),
-        )
-        .env("KENOSIS_CACHE_DIR", cache.path())
-        .env("CARGO_NET_OFFLINE", "true")
-        .env("PATH", path_without_kenosis())
-        .env_remove("KENOSIS_QUANTIZER")
-        .env_remove("KENOSIS_CACHE_KEY")
-        .envs(vars.iter().copied())
-        .output()
-        .expect("cargo runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    let target_dir = kenosis_eval::target_dir().join("quantizer-binary");
+    fixture::outcome(
+        fixture::cargo(dir, &["build"], &target_dir, cache.path())
+            .env("CARGO_NET_OFFLINE", "true")
+            .env("PATH", path_without_kenosis())
+            .env_remove("KENOSIS_QUANTIZER")
+            .envs(vars.iter().copied()),
+    )
 }
 
 #[test]
