@@ -225,51 +225,70 @@ fn targets_key(manifest_dir: &Path, dirs: &[PathBuf]) -> Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
-/// Root source files of the package's lib, bin, example, test and bench targets.
+/// Root source files of the package's lib, bin, example, test and bench targets, from `cargo
+/// metadata --no-deps --format-version 1` (its JSON read as a [`serde_json::Value`]: the
+/// `packages[].manifest_path` and `targets[].kind` / `src_path` fields, stable since format
+/// version 1).
 fn target_roots(manifest_dir: &Path) -> Result<Vec<PathBuf>> {
     let manifest = manifest_dir.join("Cargo.toml");
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(&manifest)
-        .no_deps()
-        .other_options(vec!["--offline".to_owned()])
-        .exec()
-        .map_err(|e| Error::Config(format!("cargo metadata for {}: {e}", manifest.display())))?;
+    let failed =
+        |what: String| Error::Config(format!("cargo metadata for {}: {what}", manifest.display()));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| failed(format!("could not run cargo: {e}")))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(failed(format!("{} ({})", stderr.trim(), output.status)));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|e| failed(format!("unreadable output: {e}")))?;
     let canonical = manifest.canonicalize().unwrap_or(manifest.clone());
-    let package = metadata
-        .packages
-        .iter()
+    let package = metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .find(|p| {
-            let p = p.manifest_path.as_std_path();
-            p == manifest || p.canonicalize().is_ok_and(|p| p == canonical)
-        })
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "cargo metadata lists no package for {}",
-                manifest.display()
-            ))
-        })?;
-    let mut roots: Vec<PathBuf> = package
-        .targets
-        .iter()
-        .filter(|t| {
-            t.kind.iter().any(|k| {
-                use cargo_metadata::TargetKind as K;
-                matches!(
-                    k,
-                    K::Lib
-                        | K::RLib
-                        | K::DyLib
-                        | K::CDyLib
-                        | K::StaticLib
-                        | K::ProcMacro
-                        | K::Bin
-                        | K::Example
-                        | K::Test
-                        | K::Bench
-                )
+            p["manifest_path"].as_str().is_some_and(|p| {
+                let p = Path::new(p);
+                p == manifest || p.canonicalize().is_ok_and(|p| p == canonical)
             })
         })
-        .map(|t| t.src_path.clone().into_std_path_buf())
+        .ok_or_else(|| failed("it lists no package for this manifest".to_owned()))?;
+    const KINDS: [&str; 10] = [
+        "lib",
+        "rlib",
+        "dylib",
+        "cdylib",
+        "staticlib",
+        "proc-macro",
+        "bin",
+        "example",
+        "test",
+        "bench",
+    ];
+    let mut roots: Vec<PathBuf> = package["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|k| k.as_str().is_some_and(|k| KINDS.contains(&k)))
+        })
+        .filter_map(|t| t["src_path"].as_str().map(PathBuf::from))
         .collect();
     roots.sort();
     roots.dedup();
