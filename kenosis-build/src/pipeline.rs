@@ -348,6 +348,25 @@ const REVISIONS: usize = 2;
 /// `REVISION_FACTOR^k` for the `k`-th.
 const REVISION_FACTOR: f64 = 2.0;
 
+/// What ships after the speed check `report`: `built` with its fidelity, or, when INT8 missed
+/// the floor, the FP32 model `fp32` with no placement and no fidelity report, whose figures
+/// were the slower INT8 model's (see `Report::shipped_fp32`).
+fn shipped(
+    (built, fidelity): (Built, Option<fidelity::FidelityReport>),
+    fp32: &ModelProto,
+    report: &speed::SpeedReport,
+) -> (Built, Option<fidelity::FidelityReport>) {
+    if !report.kept_fp32 {
+        return (built, fidelity);
+    }
+    let fp32 = Built {
+        model: fp32.clone(),
+        plan: plan::Plan::default(),
+        rewrite: Default::default(),
+    };
+    (fp32, None)
+}
+
 /// A planned model with its calibration samples and statistics.
 struct Calibrated<'p> {
     planned: Planned<'p>,
@@ -582,15 +601,7 @@ impl Calibrated<'_> {
                 ..time(&built)?
             };
         }
-        let built = if report.kept_fp32 {
-            Built {
-                model: fp32.clone(),
-                plan: plan::Plan::default(),
-                rewrite: Default::default(),
-            }
-        } else {
-            built
-        };
+        let (built, fidelity) = shipped((built, fidelity), fp32, &report);
         Ok((built, fidelity, Some(speed::SpeedCheck::Measured(report))))
     }
 
@@ -951,5 +962,47 @@ fn mode_name(mode: ActivationMode) -> &'static str {
     match mode {
         ActivationMode::Static => "static",
         ActivationMode::Dynamic => "dynamic",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{fidelity_report, model, node};
+
+    /// After the speed check, a slower INT8 model gives way to FP32, and its placement and
+    /// fidelity figures with it: the report describes the artifact that ships.
+    #[test]
+    fn a_slower_int8_model_ships_as_fp32_without_its_placement_or_fidelity() {
+        let fp32 = model(vec![node("Relu", &["x"], "y")], &["y"], vec![]);
+        let mut int8 = fp32.clone();
+        int8.producer_name = Some("int8".into());
+        let built = || Built {
+            model: int8.clone(),
+            plan: plan::Plan {
+                quantized_nodes: vec![0],
+                ..Default::default()
+            },
+            rewrite: Default::default(),
+        };
+        let fidelity = fidelity_report(0.98);
+        let path = Path::new("m.onnx");
+
+        let slower = speed::check(1.0, 2.0, 1.0, path).expect("a floor of 1");
+        let (shipped_fp32, no_fidelity) =
+            shipped((built(), Some(fidelity.clone())), &fp32, &slower);
+        assert_eq!(shipped_fp32.model, fp32);
+        assert!(shipped_fp32.quantizes_nothing());
+        assert_eq!(
+            ops_by_type(fp32.graph.as_ref().expect("graph"), &shipped_fp32.plan).len(),
+            0
+        );
+        assert_eq!(no_fidelity, None);
+
+        let faster = speed::check(2.0, 1.0, 1.0, path).expect("a floor of 1");
+        let (shipped_int8, kept) = shipped((built(), Some(fidelity.clone())), &fp32, &faster);
+        assert_eq!(shipped_int8.model, int8);
+        assert!(!shipped_int8.quantizes_nothing());
+        assert_eq!(kept, Some(fidelity));
     }
 }

@@ -29,7 +29,8 @@ pub struct Report {
     pub artifact_blake3: String,
     /// Normalization steps applied.
     pub normalize: NormalizeSummary,
-    /// Quantized nodes per op type.
+    /// Quantized nodes per op type (empty when the speed check shipped the FP32 model, see
+    /// [`Report::shipped_fp32`]).
     pub ops_quantized: BTreeMap<String, usize>,
     /// Nodes with a quantizable op type left FP32, and why.
     pub nodes_fp32: Vec<FloatNode>,
@@ -55,9 +56,12 @@ pub struct Report {
     pub synthetic_image_ranges: BTreeMap<String, String>,
     /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did;
     /// `None` when the model holds an op ONNX Runtime cannot run (see
-    /// `crate::calibrate::runnable`).
+    /// `crate::calibrate::runnable`), and when the speed check shipped the FP32 model
+    /// ([`Report::shipped_fp32`]): the artifact is then FP32, and the agreement of the
+    /// slower INT8 model it replaced would describe a model that was not shipped.
     pub fidelity: Option<FidelityReport>,
-    /// The `min_speedup` check, when that option is set.
+    /// The speed check (`speed_check`, `min_speedup`), when it applies: its figures are the
+    /// (last) INT8 model's that was timed, shipped or not (see [`Report::shipped_fp32`]).
     #[serde(default)]
     pub speed: Option<crate::speed::SpeedCheck>,
     /// The kernel costs the placement priced INT8 against FP32 with: measured on the build
@@ -102,8 +106,22 @@ pub struct ActivationsChoice {
 }
 
 impl Report {
+    /// The speed check's figures when it shipped the FP32 model because the INT8 one ran
+    /// slower than its floor: the artifact is then the normalized FP32 model, and
+    /// `ops_quantized`, `nodes_fp32` and `fidelity` are empty (the INT8 figures are only in
+    /// `speed`). `None` when the artifact is the quantized model.
+    pub fn shipped_fp32(&self) -> Option<&crate::speed::SpeedReport> {
+        match &self.speed {
+            Some(crate::speed::SpeedCheck::Measured(s)) if s.kept_fp32 => Some(s),
+            _ => None,
+        }
+    }
+
     /// The one-line summary printed as a cargo warning when a model is (re)quantized.
     pub fn summary_line(&self) -> String {
+        if let Some(s) = self.shipped_fp32() {
+            return self.kept_fp32_line(s);
+        }
         let total: usize = self.ops_quantized.values().sum();
         let per_op: Vec<String> = self
             .ops_quantized
@@ -179,18 +197,8 @@ impl Report {
                  stay FP32; fidelity not measured; register the custom kernels to run the model"
             ),
         };
-        let revised = |s: &crate::speed::SpeedReport| match s.revisions {
-            0 => String::new(),
-            n => format!(" after {n} revised placements"),
-        };
         let speed = match &self.speed {
             None => String::new(),
-            Some(crate::speed::SpeedCheck::Measured(s)) if s.kept_fp32 => format!(
-                "; INT8 ran at {:.2}x FP32's speed on this machine{}, below the floor {}: the artifact is the FP32 model",
-                s.speedup,
-                revised(s),
-                s.min_speedup
-            ),
             Some(crate::speed::SpeedCheck::Measured(s)) => {
                 format!(
                     "; {:.2}x FP32's speed measured on this machine (1 thread){}",
@@ -247,6 +255,95 @@ impl Report {
             self.seconds,
         )
     }
+
+    /// The summary when the speed check shipped the FP32 model (see
+    /// [`Report::shipped_fp32`]): what shipped and why, without INT8 figures that describe
+    /// no shipped artifact.
+    fn kept_fp32_line(&self, s: &crate::speed::SpeedReport) -> String {
+        format!(
+            "kenosis: kept {} in FP32: INT8 ran at {:.2}x FP32's speed on this machine \
+             (INT8 {:.3} ms, FP32 {:.3} ms, median, 1 thread){}, below the floor {}; the \
+             artifact is the FP32 model ({:.1} MB); {:.1} s",
+            self.source,
+            s.speedup,
+            s.int8_ms,
+            s.fp32_ms,
+            revised(s),
+            s.min_speedup,
+            self.size_int8 as f64 / 1e6,
+            self.seconds,
+        )
+    }
+}
+
+/// `" after N revised placements"` when the speed check revised the placement.
+fn revised(s: &crate::speed::SpeedReport) -> String {
+    match s.revisions {
+        0 => String::new(),
+        n => format!(" after {n} revised placements"),
+    }
 }
 
 pub use crate::onnx::manifest::{declared_io, manifest_info as tensor_info};
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::speed::{check, SpeedCheck};
+    use crate::test_support::{fidelity_report, report};
+
+    /// The report of a build whose INT8 model ran at half FP32's speed after 2 revised
+    /// placements, as `pipeline` writes it: the FP32 model shipped, no op quantized, no
+    /// fidelity (see `pipeline::shipped`).
+    fn shipped_fp32() -> super::Report {
+        let mut slower = check(1.0, 2.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        slower.revisions = 2;
+        let mut r = report(
+            "models/m.onnx",
+            &[],
+            None,
+            Some(SpeedCheck::Measured(slower)),
+        );
+        r.size_int8 = r.size_fp32;
+        r
+    }
+
+    #[test]
+    fn a_shipped_fp32_model_is_summarized_as_kept_in_fp32_and_why() {
+        let r = shipped_fp32();
+        assert_eq!(r.shipped_fp32().map(|s| s.speedup), Some(0.5));
+        let line = r.summary_line();
+        assert!(
+            line.starts_with(
+                "kenosis: kept models/m.onnx in FP32: INT8 ran at 0.50x FP32's speed on this \
+                 machine (INT8 2.000 ms, FP32 1.000 ms, median, 1 thread) after 2 revised \
+                 placements, below the floor 1; the artifact is the FP32 model (4.8 MB)"
+            ),
+            "{line}"
+        );
+        assert!(line.ends_with("; 10.6 s"), "{line}");
+        for int8_figure in ["quantized", "to INT8", "cosine", "calibration samples"] {
+            assert!(!line.contains(int8_figure), "`{int8_figure}` in: {line}");
+        }
+    }
+
+    #[test]
+    fn a_shipped_int8_model_is_summarized_as_quantized_with_its_speed_and_fidelity() {
+        let faster = check(3.0, 1.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        let r = report(
+            "models/m.onnx",
+            &[("Conv", 3)],
+            Some(fidelity_report(0.9912)),
+            Some(SpeedCheck::Measured(faster)),
+        );
+        assert_eq!(r.shipped_fp32(), None);
+        let line = r.summary_line();
+        assert!(
+            line.starts_with("kenosis: quantized models/m.onnx to INT8: 3 ops (3 Conv)"),
+            "{line}"
+        );
+        assert!(line.contains("cosine 0.9912"), "{line}");
+        assert!(line.contains("; 3.00x FP32's speed measured"), "{line}");
+    }
+}

@@ -97,3 +97,68 @@ pub fn npy<T: ndarray_npy::WritableElement>(a: ndarray::ArrayD<T>) -> Vec<u8> {
     a.write_npy(&mut bytes).expect("written");
     bytes
 }
+
+/// A fidelity report of mean cosine `cosine` and full top-1 agreement on 4 held-out real
+/// samples, with no target.
+pub fn fidelity_report(cosine: f64) -> crate::fidelity::FidelityReport {
+    let measured = crate::fidelity::Measured {
+        mean_cosine: cosine,
+        cosine_lower_bound: cosine - 0.001,
+        top1_agreement: 1.0,
+    };
+    crate::fidelity::FidelityReport {
+        samples: 4,
+        evaluation: crate::kernels::Evaluation::HostKernels,
+        held_out: true,
+        measured,
+        fully_quantized: measured,
+        min_cosine: None,
+        min_top1_agreement: None,
+        kept_fp32: Vec::new(),
+        kept_fp32_tensors: Vec::new(),
+        most_sensitive: Vec::new(),
+        ranking_samples: 0,
+        compared_tensor: None,
+        inputs: crate::fidelity::SampleSource::Real,
+        predicts_real_data: true,
+    }
+}
+
+/// The report of a build of `source` that quantized `ops_quantized` (op type, count), with
+/// `fidelity` and `speed`, as `pipeline` fills it in (16 real calibration samples, one
+/// input and one output).
+pub fn report(
+    source: &str,
+    ops_quantized: &[(&str, usize)],
+    fidelity: Option<crate::fidelity::FidelityReport>,
+    speed: Option<crate::speed::SpeedCheck>,
+) -> crate::report::Report {
+    let tensor = |name: &str| crate::report::tensor_info(&float_value(name));
+    crate::report::Report {
+        source: source.into(),
+        key: "0123abcd".into(),
+        artifact_blake3: "ffee".into(),
+        normalize: Default::default(),
+        ops_quantized: (ops_quantized.iter())
+            .map(|(op, n)| ((*op).to_owned(), *n))
+            .collect(),
+        nodes_fp32: Vec::new(),
+        keep_float_unmatched: Vec::new(),
+        activations_absorbed: 0,
+        rewrite: Default::default(),
+        calibration_method: "minmax".into(),
+        calibration_samples: 16,
+        calibration_synthetic: false,
+        synthetic_image_ranges: Default::default(),
+        fidelity,
+        speed,
+        kernel_costs: None,
+        activations: None,
+        options: "method = \"minmax\"\n".into(),
+        size_fp32: 4_800_000,
+        size_int8: 1_300_000,
+        seconds: 10.6,
+        inputs: vec![tensor("x")],
+        outputs: vec![tensor("y")],
+    }
+}

@@ -76,10 +76,19 @@ fn at_a_floor_of_one_a_slower_int8_model_gives_way_to_fp32() {
     assert_eq!(s.kept_fp32, s.speedup < 1.0, "{s:?}");
     assert_eq!(quantize_linear_nodes(&q.bytes) == 0, s.kept_fp32, "{s:?}");
     if s.kept_fp32 {
-        assert!(q
-            .report
-            .summary_line()
-            .contains("the artifact is the FP32 model"));
+        let summary = q.report.summary_line();
+        assert!(
+            summary.starts_with("kenosis: kept ")
+                && summary.contains("the artifact is the FP32 model"),
+            "{summary}"
+        );
+        // The shipped model is FP32: no INT8 figures describe it.
+        assert_eq!(q.report.fidelity, None);
+        assert!(
+            q.report.ops_quantized.is_empty(),
+            "{:?}",
+            q.report.ops_quantized
+        );
     }
 }
 

@@ -126,6 +126,19 @@ fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
     };
     let _ = writeln!(out, "\n{} ({options})", entry.source);
     let _ = writeln!(out, "  {}", report.summary_line());
+    if report.shipped_fp32().is_some() {
+        // The summary says why; there is no INT8 placement to list.
+        let _ = writeln!(
+            out,
+            "  size: {} FP32, shipped as FP32 ({})",
+            megabytes(report.size_fp32),
+            megabytes(report.size_int8)
+        );
+        let _ = writeln!(out, "  INT8: none (the speed check kept the FP32 model)");
+        let _ = writeln!(out, "  artifact: {}", entry.artifact_path.display());
+        let _ = writeln!(out, "  report:   {}", entry.report_path.display());
+        return out;
+    }
     let _ = writeln!(
         out,
         "  size: {} FP32 -> {} INT8",
@@ -154,4 +167,57 @@ fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
     let _ = writeln!(out, "  artifact: {}", entry.artifact_path.display());
     let _ = writeln!(out, "  report:   {}", entry.report_path.display());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use kenosis_build::Report;
+    use kenosis_manifest::ModelEntry;
+
+    /// A report as a build writes it when the speed check shipped the FP32 model: INT8 ran
+    /// at half FP32's speed, no op quantized, no fidelity.
+    const SHIPPED_FP32: &str = r#"{
+      "source": "models/m.onnx", "key": "0123abcd", "artifact_blake3": "ffee",
+      "normalize": {"opset_before": 13, "opset_after": 13, "constants_extracted": 0,
+        "layout_ops_folded": 0, "pads_folded": 0, "bias_adds_folded": 0,
+        "scale_muls_folded": 0, "batchnorms_folded": 0, "channel_shuffles_rewritten": 0,
+        "splits_as_slices": 0, "dropouts_removed": 0, "sums_as_adds": 0, "silus_fused": 0,
+        "gelus_fused": 0, "hardswishes_fused": 0, "layernorms_fused": 0},
+      "ops_quantized": {}, "nodes_fp32": [], "activations_absorbed": 0,
+      "rewrite": {"activation_qdq": 0, "weights_quantized": 0, "biases_quantized": 0,
+        "weights_gptq_rounded": 0, "weights_pair_safe": 0, "dynamic_nodes": [],
+        "static_matmuls": []},
+      "calibration_method": "minmax", "calibration_samples": 16,
+      "calibration_synthetic": false, "fidelity": null,
+      "speed": {"Measured": {"fp32_ms": 1.0, "int8_ms": 2.0, "speedup": 0.5,
+        "min_speedup": 1.0, "kept_fp32": true, "revisions": 0}},
+      "options": "", "size_fp32": 4800000, "size_int8": 4800000, "seconds": 10.6,
+      "inputs": [], "outputs": []
+    }"#;
+
+    #[test]
+    fn a_model_shipped_as_fp32_is_described_as_fp32() {
+        let report: Report = serde_json::from_str(SHIPPED_FP32).expect("a report");
+        let entry = ModelEntry {
+            source: "models/m.onnx".into(),
+            source_path: PathBuf::from("/p/models/m.onnx"),
+            artifact_path: PathBuf::from("/out/m.onnx"),
+            hash: "0123abcd".into(),
+            artifact_blake3: "ffee".into(),
+            report_path: PathBuf::from("/out/m.json"),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            options: String::new(),
+        };
+        let text = super::describe(&entry, &report);
+        assert!(
+            text.contains("kenosis: kept models/m.onnx in FP32: INT8 ran at 0.50x"),
+            "{text}"
+        );
+        assert!(text.contains("shipped as FP32 (4.80 MB)"), "{text}");
+        assert!(text.contains("INT8: none"), "{text}");
+        assert!(!text.contains("MB INT8"), "{text}");
+    }
 }

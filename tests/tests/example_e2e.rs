@@ -40,6 +40,19 @@ fn cargo(args: &[&str], target_dir: &Path, cache_dir: &Path) -> Output {
     output
 }
 
+/// How many times `build` says the build script quantized `model`: its summary line, which
+/// starts `kenosis: quantized MODEL to INT8`, or `kenosis: kept MODEL in FP32` when the
+/// speed check found the INT8 model slower on this machine and shipped FP32 (a close call
+/// for some models, e.g. YOLOX-Nano).
+fn quantized_lines(build: &str, model: &str) -> usize {
+    build
+        .matches(&format!("kenosis: quantized {model} to INT8"))
+        .count()
+        + build
+            .matches(&format!("kenosis: kept {model} in FP32"))
+            .count()
+}
+
 fn text(output: &Output) -> String {
     format!(
         "{}{}",
@@ -52,7 +65,7 @@ fn text(output: &Output) -> String {
 fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
     let target_dir = e2e_target();
     let cache = tempfile::tempdir().expect("tempdir");
-    let quantized_line = "kenosis: quantized models/efficientnet_lite0.onnx to INT8";
+    let source = "models/efficientnet_lite0.onnx";
 
     // First build: the build script quantizes and says so in one warning line.
     let first = text(&cargo(
@@ -60,11 +73,11 @@ fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
         &target_dir,
         cache.path(),
     ));
-    assert!(
-        first.contains(quantized_line),
+    assert_eq!(
+        quantized_lines(&first, source),
+        1,
         "first build should quantize:\n{first}"
     );
-    assert_eq!(first.matches(quantized_line).count(), 1);
     let entries: Vec<_> = std::fs::read_dir(cache.path())
         .expect("cache dir")
         .map(|e| e.expect("entry").path())
@@ -102,8 +115,9 @@ fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
         second.contains("[classify 0.1.0] cargo:rerun-if-changed"),
         "build script should have re-run:\n{second}"
     );
-    assert!(
-        !second.contains(quantized_line),
+    assert_eq!(
+        quantized_lines(&second, source),
+        0,
         "second build must not re-quantize:\n{second}"
     );
 }
@@ -116,8 +130,9 @@ fn detect_example_finds_the_rider_and_the_horse() {
         &e2e_target(),
         cache.path(),
     ));
-    assert!(
-        build.contains("kenosis: quantized models/yolox_nano.onnx to INT8"),
+    assert_eq!(
+        quantized_lines(&build, "models/yolox_nano.onnx"),
+        1,
         "the build script should quantize:\n{build}"
     );
     let run = cargo(&["run", "-q", "-p", "detect"], &e2e_target(), cache.path());
