@@ -346,4 +346,40 @@ mod tests {
         assert!(line.contains("cosine 0.9912"), "{line}");
         assert!(line.contains("; 3.00x FP32's speed measured"), "{line}");
     }
+
+    /// A cache hit renames the report the miss wrote (`request::with_source`): the bytes
+    /// are those a miss for the new name writes, key order and layout included.
+    #[test]
+    fn a_renamed_cached_report_is_the_report_a_miss_writes() {
+        let faster = check(3.0, 1.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        let miss = |source: &str| {
+            let r = report(
+                source,
+                &[("Conv", 3), ("MatMul", 1)],
+                Some(fidelity_report(0.9912)),
+                Some(SpeedCheck::Measured(faster)),
+            );
+            serde_json::to_vec_pretty(&r).expect("serializes")
+        };
+        for (cached, name) in [
+            ("a.onnx", "models/b.onnx"),
+            ("models/b.onnx", "models/b.onnx"),
+            ("a.onnx", "models/\"quoted\" \\ é.onnx"),
+        ] {
+            let hit = crate::request::with_source(&miss(cached), name).expect("an object");
+            assert_eq!(
+                String::from_utf8(hit).expect("UTF-8"),
+                String::from_utf8(miss(name)).expect("UTF-8"),
+                "{cached} renamed {name}"
+            );
+        }
+        // Shipped FP32 too (its `speed` is the slower INT8 model's, `fidelity` null).
+        let fp32 = shipped_fp32();
+        let json = serde_json::to_vec_pretty(&fp32).expect("serializes");
+        let back: super::Report = serde_json::from_slice(
+            &crate::request::with_source(&json, &fp32.source).expect("an object"),
+        )
+        .expect("a report");
+        assert_eq!(back, fp32);
+    }
 }

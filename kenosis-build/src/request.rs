@@ -86,17 +86,134 @@ impl ReportHead {
 /// `json` (a report) with its `source` replaced by `source`: byte-identical models share cache
 /// entries, and the report written for a build names the build's own model.
 ///
+/// Only the value of the top-level `source` member changes (it is added first when absent):
+/// the other members keep their order, layout and bytes, so a report read from the cache
+/// is the one the quantizer wrote on the miss. (Re-serializing it through
+/// `serde_json::Value` would sort its keys, whose maps are ordered by name without
+/// serde_json's `preserve_order` feature, a dependency the front end does without.)
+///
 /// # Errors
 /// [`Error::Config`] when `json` is not a JSON object.
 pub fn with_source(json: &[u8], source: &str) -> Result<Vec<u8>> {
-    let mut value: serde_json::Value = serde_json::from_slice(json)
+    let value: serde_json::Value = serde_json::from_slice(json)
         .map_err(|e| Error::Config(format!("a cached report does not parse: {e}")))?;
-    let object = value
-        .as_object_mut()
-        .ok_or_else(|| Error::Config("a cached report is not a JSON object".into()))?;
-    object.insert("source".into(), serde_json::Value::from(source));
-    serde_json::to_vec_pretty(&value)
-        .map_err(|e| Error::Config(format!("a report does not serialize: {e}")))
+    if !value.is_object() {
+        return Err(Error::Config("a cached report is not a JSON object".into()));
+    }
+    let source = serde_json::to_vec(source)
+        .map_err(|e| Error::Config(format!("a report does not serialize: {e}")))?;
+    let (span, replacement) = match json_text::member_value(json, "source") {
+        Some(span) => (span, source),
+        None => {
+            // Right after the object's `{`: `"source": "...",` before the first member.
+            let open = json_text::skip_whitespace(json, 0) + 1;
+            let has_members = json.get(json_text::skip_whitespace(json, open)) != Some(&b'}');
+            let mut member = b"\"source\": ".to_vec();
+            member.extend(source);
+            if has_members {
+                member.push(b',');
+            }
+            (open..open, member)
+        }
+    };
+    let mut out = Vec::with_capacity(json.len() + replacement.len());
+    out.extend_from_slice(&json[..span.start]);
+    out.extend(replacement);
+    out.extend_from_slice(&json[span.end..]);
+    Ok(out)
+}
+
+/// Byte positions in JSON text that `serde_json` has already parsed: the scans assume it is
+/// valid and answer `None` where it is not.
+mod json_text {
+    use std::ops::Range;
+
+    /// The first position at or after `i` that is not JSON whitespace.
+    pub fn skip_whitespace(json: &[u8], mut i: usize) -> usize {
+        while json.get(i).is_some_and(|b| b" \t\n\r".contains(b)) {
+            i += 1;
+        }
+        i
+    }
+
+    /// The bytes of the value of the first top-level member named `key` of the JSON object
+    /// `json`.
+    pub fn member_value(json: &[u8], key: &str) -> Option<Range<usize>> {
+        let mut i = skip_whitespace(json, 0);
+        if json.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        loop {
+            i = skip_whitespace(json, i);
+            if json.get(i) != Some(&b'"') {
+                return None; // `}`: no such member
+            }
+            let name_end = string_end(json, i)?;
+            let name: String = serde_json::from_slice(&json[i..name_end]).ok()?;
+            i = skip_whitespace(json, name_end);
+            if json.get(i) != Some(&b':') {
+                return None;
+            }
+            let start = skip_whitespace(json, i + 1);
+            let end = value_end(json, start)?;
+            if name == key {
+                return Some(start..end);
+            }
+            i = skip_whitespace(json, end);
+            if json.get(i) != Some(&b',') {
+                return None;
+            }
+            i += 1;
+        }
+    }
+
+    /// One past the closing quote of the string whose opening quote is at `i`.
+    fn string_end(json: &[u8], i: usize) -> Option<usize> {
+        let mut j = i + 1;
+        loop {
+            match json.get(j)? {
+                b'\\' => j += 2,
+                b'"' => return Some(j + 1),
+                _ => j += 1,
+            }
+        }
+    }
+
+    /// One past the end of the value that starts at `i`.
+    fn value_end(json: &[u8], i: usize) -> Option<usize> {
+        match json.get(i)? {
+            b'"' => string_end(json, i),
+            b'{' | b'[' => {
+                let (mut depth, mut j) = (0usize, i);
+                loop {
+                    match json.get(j)? {
+                        b'"' => {
+                            j = string_end(json, j)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                return Some(j + 1);
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+            }
+            // A number, `true`, `false` or `null`.
+            _ => {
+                let mut j = i;
+                while json.get(j).is_some_and(|b| !b",}] \t\n\r".contains(b)) {
+                    j += 1;
+                }
+                Some(j)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -153,5 +270,32 @@ mod tests {
         );
         assert!(with_source(b"[1, 2]", "x").is_err());
         assert!(ReportHead::parse(b"{}").is_none());
+    }
+
+    /// Only `source` changes: the members keep the quantizer's order (not sorted by name),
+    /// nested objects theirs, and the text its layout, whatever strings and brackets the
+    /// values hold.
+    #[test]
+    fn a_renamed_report_keeps_its_key_order_and_layout() {
+        let report = |source: &str| {
+            format!(
+                "{{\n  \"source\": {},\n  \"key\": \"k\",\n  \"nodes_fp32\": [{{\"name\": \"a, \\\"}}]\", \
+                 \"op_type\": \"Conv\"}}],\n  \"seconds\": 1.5e-3,\n  \"fidelity\": null,\n  \
+                 \"artifact_blake3\": \"00\",\n  \"inputs\": [],\n  \"outputs\": []\n}}",
+                serde_json::to_string(source).expect("a string")
+            )
+        };
+        for name in ["models/b.onnx", "a.onnx", "c \\ \"d\".onnx"] {
+            let renamed = with_source(report("a.onnx").as_bytes(), name).expect("an object");
+            assert_eq!(String::from_utf8(renamed).expect("UTF-8"), report(name));
+        }
+        // A report without `source` gets one, first.
+        let named = with_source(br#"{"z": 1, "a": {"y": 2, "b": 3}}"#, "m.onnx").expect("object");
+        assert_eq!(
+            named,
+            br#"{"source": "m.onnx","z": 1, "a": {"y": 2, "b": 3}}"#
+        );
+        let named = with_source(b" { } ", "m.onnx").expect("object");
+        assert_eq!(named, br#" {"source": "m.onnx" } "#);
     }
 }
