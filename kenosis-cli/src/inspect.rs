@@ -113,6 +113,55 @@ pub fn op_counts(model: &ModelProto) -> Vec<(String, usize)> {
     counts
 }
 
+/// Operators (outside any domain) that compute with or convert to integer codes: Q/DQ, ONNX
+/// Runtime's integer kernels, and dynamic quantization. `QLinear*` ops count too.
+const INTEGER_OPS: &[&str] = &[
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "DynamicQuantizeLinear",
+    "MatMulInteger",
+    "ConvInteger",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul",
+    "QGemm",
+    "QAttention",
+];
+
+/// What `model` is stored and computed in, as a short label read from the model itself:
+/// `INT8` when it holds quantization or integer-kernel operators (see [`op_counts`]), `INT4`
+/// with 4-bit `MatMulNBits` weights, `FP16` or `BF16` when weights or inputs are stored in
+/// 16 bits (a `kenosis cast` model), joined by `+` when several hold (an INT8 model cast to
+/// FP16 is `INT8+FP16`); `None` when none does (an FP32 model, or another kind).
+pub fn precision(model: &ModelProto) -> Option<String> {
+    let ops = op_counts(model);
+    let has_op = |test: &dyn Fn(&str) -> bool| {
+        (ops.iter()).any(|(name, _)| test(name.rsplit('.').next().unwrap_or(name)))
+    };
+    let empty = onnx::GraphProto::default();
+    let graph = model.graph.as_ref().unwrap_or(&empty);
+    let stored = |t: onnx::DataType| {
+        graph
+            .initializer
+            .iter()
+            .any(|i| i.elem_type().known() == Some(t))
+            || (graph.input.iter())
+                .any(|vi| onnx::declared_tensor(vi).is_some_and(|(e, _)| e.known() == Some(t)))
+    };
+    let labels: Vec<&str> = [
+        ("INT4", has_op(&|op| op == "MatMulNBits")),
+        (
+            "INT8",
+            has_op(&|op| INTEGER_OPS.contains(&op) || op.starts_with("QLinear")),
+        ),
+        ("FP16", stored(onnx::DataType::Float16)),
+        ("BF16", stored(onnx::DataType::Bfloat16)),
+    ]
+    .into_iter()
+    .filter_map(|(label, holds)| holds.then_some(label))
+    .collect();
+    (!labels.is_empty()).then(|| labels.join("+"))
+}
+
 /// `name TYPE [d0, d1, ...]`, symbolic dims by name (`?` when unnamed).
 pub fn value_info(vi: &ValueInfoProto) -> String {
     let Some((elem, dims)) = onnx::declared_tensor(vi) else {

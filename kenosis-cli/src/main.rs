@@ -2,8 +2,8 @@
 //!
 //! - `kenosis quantize MODEL -o OUT [--calibration DIR] [key=value ...]`: what a build does
 //!   for one `include_quantized!` call, with the same options;
-//! - `kenosis validate FP32 INT8 [--data DIR] [--timed N]`: agreement, latency and size of an
-//!   INT8 model against its FP32 original;
+//! - `kenosis validate FP32 OTHER [--data DIR] [--timed N]`: agreement, latency and size of
+//!   an INT8 or cast FP16/BF16 model against its FP32 original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
 //! - `kenosis diff A B`: what differs between two models;
 //! - `kenosis report`: what the last `cargo build` of the current package quantized;
@@ -46,8 +46,9 @@ enum Command {
     /// `method="mse" per_channel=false keep_float='["conv1"]'`; a bare word value is taken as
     /// a string (`method=mse`). Writes OUT and its report beside it (OUT with `.json`).
     Quantize(quantize::Args),
-    /// Compare an INT8 model with its FP32 original: output cosine (mean and worst sample),
-    /// top-1 agreement, single-thread latency and file size, side by side
+    /// Compare a model (INT8, or a cast FP16/BF16 one) with its FP32 original: output cosine
+    /// (mean and worst sample), top-1 agreement, single-thread latency and file size, side by
+    /// side
     Validate(validate::Args),
     /// Show a model's IR version, opsets, inputs and outputs, operators, parameters and
     /// largest tensors

@@ -1,5 +1,7 @@
-//! `kenosis validate FP32 INT8 [--data DIR] [--timed N]`: how close an INT8 model stays to
-//! its FP32 original on the user's data, how fast it runs and how large it is, side by side.
+//! `kenosis validate FP32 OTHER [--data DIR] [--timed N]`: how close a model (an INT8
+//! artifact, a `kenosis cast` FP16 or BF16 model, ...) stays to its FP32 original on the
+//! user's data, how fast it runs and how large it is, side by side. The second column is
+//! labelled by what the model holds (`crate::inspect::precision`), else by its file name.
 //!
 //! Agreement is measured as the build's fidelity check measures it (see
 //! `kenosis_build::fidelity`): per sample the cosine similarity of every float output both
@@ -21,12 +23,16 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::inspect::megabytes;
 
+/// The width of the table's two model columns, wider for a longer label.
+const COLUMN: usize = 12;
+
 /// The arguments of `kenosis validate`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The FP32 original
     fp32: PathBuf,
-    /// The INT8 model to check against it
+    /// The model to check against it: an INT8 artifact, a cast FP16 or BF16 model, ...
+    #[arg(value_name = "OTHER")]
     int8: PathBuf,
     /// A folder of `.npy` samples, laid out as for calibration (one subfolder per input for
     /// several inputs); default: synthetic inputs, which do not predict agreement on real
@@ -90,18 +96,22 @@ pub fn run(args: &Args) -> Result<()> {
             "synthetic samples (they do not predict agreement on real data; give --data)".into()
         }
     };
-    println!("{:<10} {:>12} {:>12}", "", "FP32", "INT8");
+    let label = crate::inspect::precision(&int8).unwrap_or_else(|| {
+        (args.int8.file_name()).map_or_else(|| "model B".into(), |f| f.to_string_lossy().into())
+    });
+    let w = label.len().max(COLUMN);
+    println!("{:<10} {:>w$} {:>w$}", "", "FP32", label);
     println!(
-        "{:<10} {:>12} {:>12}",
+        "{:<10} {:>w$} {:>w$}",
         "size",
         megabytes(size_fp32),
         megabytes(size_int8)
     );
     println!(
-        "{:<10} {:>9.3} ms {:>9.3} ms   {:.2}x (median of {} interleaved runs, 1 thread)",
+        "{:<10} {:>w$} {:>w$}   {:.2}x (median of {} interleaved runs, 1 thread)",
         "latency",
-        fp32_ms,
-        int8_ms,
+        format!("{fp32_ms:.3} ms"),
+        format!("{int8_ms:.3} ms"),
         fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
         args.timed.max(1)
     );

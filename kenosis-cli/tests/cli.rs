@@ -504,3 +504,44 @@ fn cast_keeps_an_int8_models_integer_weights_and_scales() {
         );
     }
 }
+
+/// The header of `kenosis validate FP32 OTHER`'s table: its two column labels.
+fn validate_columns(fp32: &str, other: &str) -> Vec<String> {
+    let out = ok(&["validate", fp32, other, "--timed", "1"]);
+    let header = out.lines().next().unwrap_or_default();
+    header.split_whitespace().map(str::to_owned).collect()
+}
+
+/// `validate` labels the second model by what the file holds, not as INT8 whatever it is:
+/// FP16 and BF16 for `kenosis cast` models, INT8 for a quantized one, else its file name.
+#[test]
+fn validate_labels_the_second_model_by_what_it_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w: Vec<f32> = (0..256).map(|i| (i as f32 - 128.0) / 64.0).collect();
+    let fp32 = dir.path().join("matmul.onnx");
+    std::fs::write(&fp32, matmul_model(&w).encode_to_vec()).expect("write");
+    let fp32_arg = fp32.to_str().expect("UTF-8");
+    for (precision, label) in [("fp16", "FP16"), ("bf16", "BF16")] {
+        let cast = dir.path().join(format!("matmul.{precision}.onnx"));
+        let cast_arg = cast.to_str().expect("UTF-8");
+        ok(&["cast", fp32_arg, "--precision", precision, "-o", cast_arg]);
+        assert_eq!(validate_columns(fp32_arg, cast_arg), ["FP32", label]);
+    }
+
+    let tiny = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/tiny/tiny_conv.onnx"
+    );
+    let int8 = dir.path().join("tiny.quantized.onnx");
+    let int8_arg = int8.to_str().expect("UTF-8");
+    ok(&["quantize", tiny, "-o", int8_arg, "fp32_where_faster=false"]);
+    assert_eq!(validate_columns(tiny, int8_arg), ["FP32", "INT8"]);
+
+    // Nothing to tell it by (another FP32 file): its name.
+    let copy = dir.path().join("another.onnx");
+    std::fs::copy(&fp32, &copy).expect("copy");
+    assert_eq!(
+        validate_columns(fp32_arg, copy.to_str().expect("UTF-8")),
+        ["FP32", "another.onnx"]
+    );
+}
