@@ -20,6 +20,7 @@ mod diff;
 mod error;
 mod inspect;
 mod model;
+mod op_loss;
 mod progress;
 mod quantize;
 mod report;
@@ -48,7 +49,7 @@ enum Command {
     Quantize(quantize::Args),
     /// Compare a model (INT8, or a cast FP16/BF16 one) with its FP32 original: output cosine
     /// (mean and worst sample), top-1 agreement, single-thread latency and file size, side by
-    /// side
+    /// side, and the ops that lose the most fidelity
     Validate(validate::Args),
     /// Show a model's IR version, opsets, inputs and outputs, operators, parameters and
     /// largest tensors

@@ -9,6 +9,10 @@
 //! output. Latency is the median of interleaved single-thread runs of both models on one
 //! sample (see `kenosis_build::speed`), at ONNX Runtime's full graph optimizations, as
 //! programs run them.
+//!
+//! Below the table, the ops that lose the most fidelity, one line each: the activations
+//! both models share compared tensor by tensor on the first few samples, as ONNX Runtime's
+//! QDQ debugging tool does (see [`crate::op_loss`]).
 
 use std::path::{Path, PathBuf};
 
@@ -22,9 +26,13 @@ use prost::Message;
 
 use crate::error::{Error, Result};
 use crate::inspect::megabytes;
+use crate::op_loss::{Attribution, OpLoss};
 
 /// The width of the table's two model columns, wider for a longer label.
 const COLUMN: usize = 12;
+
+/// The ops listed as losing the most fidelity, at most.
+const TOP_OPS: usize = 5;
 
 /// The arguments of `kenosis validate`.
 #[derive(clap::Args)]
@@ -124,7 +132,58 @@ pub fn run(args: &Args) -> Result<()> {
         agreement.top1_agree,
         agreement.samples
     );
+    let attribution = crate::op_loss::attribute(
+        &args.fp32,
+        normalized.model(),
+        &args.int8,
+        &int8,
+        &names,
+        &data.samples,
+    )?;
+    print_op_losses(&attribution, data.samples.len(), &args.int8);
     Ok(())
+}
+
+/// The ops losing the most fidelity, one line each, under a line saying how they were
+/// measured on `total` samples; or why there are none.
+fn print_op_losses(attribution: &Attribution, total: usize, other: &Path) {
+    let (samples, ops) = match attribution {
+        Attribution::NoSharedTensors => {
+            println!(
+                "ops losing the most fidelity: per-op attribution needs shared tensor names, \
+                 and {} shares no intermediate tensor with the FP32 model",
+                other.display()
+            );
+            return;
+        }
+        Attribution::Ranked { samples, ops, .. } => (samples, ops),
+    };
+    let measured = format!(
+        "activation cosine with FP32 on the first {samples} of {total} samples, \
+         loss = input - output"
+    );
+    if ops.is_empty() {
+        println!("ops losing the most fidelity: none ({measured})");
+        return;
+    }
+    println!("ops losing the most fidelity ({measured}):");
+    let width = (ops.iter().take(TOP_OPS))
+        .map(|o| o.node.len() + o.op_type.len() + 3)
+        .max()
+        .unwrap_or_default();
+    for op in ops.iter().take(TOP_OPS) {
+        let OpLoss {
+            node,
+            op_type,
+            output_cosine,
+            input_cosine,
+        } = op;
+        println!(
+            "  {:<width$}  output {output_cosine:.5}  input {input_cosine:.5}  loss {:.5}",
+            format!("{node} ({op_type})"),
+            op.loss()
+        );
+    }
 }
 
 /// The agreement of `int8` with `fp32` on `samples` (inputs `names`).

@@ -155,6 +155,27 @@ fn quantize_validate_inspect_and_diff_squeezenet() {
     assert!(number_after(&checked, "worst") <= cosine, "{checked}");
     assert!(checked.contains("on 16 the samples in"), "{checked}");
     assert!(checked.contains("latency"), "{checked}");
+    // The ops losing the most fidelity: nodes of the FP32 graph with their op type, as
+    // Kenosis names them (an unnamed node `<OpType>_<index>`, as the artifact keeps them),
+    // most loss first.
+    let lost = op_losses(&checked);
+    assert!(!lost.is_empty() && lost.len() <= 5, "{checked}");
+    assert!(
+        checked.contains("on the first 8 of 16 samples"),
+        "{checked}"
+    );
+    for (node, op, _) in &lost {
+        let index: usize = (node.strip_prefix(&format!("{op}_")))
+            .and_then(|i| i.parse().ok())
+            .unwrap_or_else(|| panic!("`{node}` is not named `{op}_<index>`:\n{checked}"));
+        assert_eq!(graph.node[index].op_type(), op, "{checked}");
+        let kept = (artifact.graph.iter().flat_map(|g| &g.node)).find(|n| n.name() == node);
+        assert_eq!(kept.map(|n| n.op_type()), Some(op.as_str()), "{checked}");
+    }
+    assert!(
+        lost.windows(2).all(|w| w[0].2 >= w[1].2 && w[1].2 > 0.0),
+        "{checked}"
+    );
 
     // diff: the same interface, Q/DQ pairs added.
     let diff = ok(&["diff", fp32_arg, int8_arg]);
@@ -503,6 +524,107 @@ fn cast_keeps_an_int8_models_integer_weights_and_scales() {
             model.display()
         );
     }
+}
+
+/// The op-loss lines of `kenosis validate`'s output: node name, op type and loss each.
+fn op_losses(out: &str) -> Vec<(String, String, f64)> {
+    (out.lines())
+        .skip_while(|l| !l.starts_with("ops losing the most fidelity"))
+        .skip(1)
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let op = words[1].trim_start_matches('(').trim_end_matches(')');
+            let loss = number_after(line, "loss");
+            (words[0].to_owned(), op.to_owned(), loss)
+        })
+        .collect()
+}
+
+/// A tiny `x → m1:MatMul → Relu → m2:MatMul → Relu → m3:MatMul → y` model, every tensor
+/// [1, 64], with weights `w[0]`, `w[1]`, `w[2]` (64 × 64 each).
+fn mlp_model(w: [&[f32]; 3]) -> ModelProto {
+    let node = |op: &str, name: &str, inputs: &[&str], output: &str| {
+        let inputs = inputs.iter().map(|&i| i.to_owned()).collect();
+        onnx::make_node(op, name.into(), inputs, vec![output.into()], vec![])
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(onnx::GraphProto {
+            name: Some("mlp".into()),
+            node: vec![
+                node("MatMul", "m1", &["x", "w1"], "h1"),
+                node("Relu", "r1", &["h1"], "a1"),
+                node("MatMul", "m2", &["a1", "w2"], "h2"),
+                node("Relu", "r2", &["h2"], "a2"),
+                node("MatMul", "m3", &["a2", "w3"], "y"),
+            ],
+            initializer: vec![
+                tensor::from_f32("w1", &[64, 64], w[0]),
+                tensor::from_f32("w2", &[64, 64], w[1]),
+                tensor::from_f32("w3", &[64, 64], w[2]),
+            ],
+            input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
+            output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 64]))],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Deterministic values in [-1, 1) (a linear congruential generator seeded with `seed`).
+fn pseudo_random(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// `validate` charges each op with the fidelity it loses itself, not with what it receives:
+/// with the first MatMul's weights perturbed much and the last's a little, the first ranks
+/// first although the last ends further from FP32, and the ops computing the same in both
+/// models from what they are given are not charged with the first's loss.
+#[test]
+fn validate_ranks_ops_by_the_fidelity_each_loses_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w: Vec<Vec<f32>> = (1..=3).map(|seed| pseudo_random(seed, 64 * 64)).collect();
+    let perturb = |w: &[f32], by: f32, seed: u64| -> Vec<f32> {
+        (w.iter().zip(pseudo_random(seed, w.len())))
+            .map(|(w, n)| w + by * n)
+            .collect()
+    };
+    let (w1, w3) = (perturb(&w[0], 1.0, 4), perturb(&w[2], 0.7, 5));
+    let fp32 = dir.path().join("mlp.onnx");
+    let other = dir.path().join("mlp_perturbed.onnx");
+    std::fs::write(&fp32, mlp_model([&w[0], &w[1], &w[2]]).encode_to_vec()).expect("write");
+    std::fs::write(&other, mlp_model([&w1, &w[1], &w3]).encode_to_vec()).expect("write");
+    let out = ok(&[
+        "validate",
+        fp32.to_str().expect("UTF-8"),
+        other.to_str().expect("UTF-8"),
+        "--timed",
+        "1",
+    ]);
+    let lost = op_losses(&out);
+    let ranked: Vec<&str> = lost.iter().map(|(node, _, _)| node.as_str()).collect();
+    assert_eq!(ranked.first(), Some(&"m1"), "{out}");
+    assert_eq!(lost[0].1, "MatMul", "{out}");
+    assert!(ranked.contains(&"m3"), "{out}");
+    let output_cosine = |node: &str| {
+        let line = (out.lines())
+            .find(|l| l.trim_start().starts_with(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("a line for {node}:\n{out}"));
+        number_after(line, "output")
+    };
+    assert!(output_cosine("m3") < output_cosine("m1"), "{out}");
 }
 
 /// The header of `kenosis validate FP32 OTHER`'s table: its two column labels.
