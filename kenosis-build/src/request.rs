@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use kenosis_manifest::TensorInfo;
 use kenosis_options::Options;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::options::QuantizeOptions;
@@ -87,132 +88,58 @@ impl ReportHead {
 /// entries, and the report written for a build names the build's own model.
 ///
 /// Only the value of the top-level `source` member changes (it is added first when absent):
-/// the other members keep their order, layout and bytes, so a report read from the cache
-/// is the one the quantizer wrote on the miss. (Re-serializing it through
-/// `serde_json::Value` would sort its keys, whose maps are ordered by name without
-/// serde_json's `preserve_order` feature, a dependency the front end does without.)
+/// the members keep their order and every value its text, laid out as
+/// `serde_json::to_vec_pretty` lays out the quantizer's report, so a report read from the
+/// cache is byte for byte the one a miss writes. (A `serde_json::Value` would sort the keys:
+/// its maps are ordered by name without serde_json's `preserve_order` feature, a dependency
+/// the front end does without.)
 ///
 /// # Errors
 /// [`Error::Config`] when `json` is not a JSON object.
 pub fn with_source(json: &[u8], source: &str) -> Result<Vec<u8>> {
-    let value: serde_json::Value = serde_json::from_slice(json)
-        .map_err(|e| Error::Config(format!("a cached report does not parse: {e}")))?;
-    if !value.is_object() {
-        return Err(Error::Config("a cached report is not a JSON object".into()));
+    let json_error = |e: serde_json::Error| Error::Config(format!("a cached report: {e}"));
+    let Members(mut members) = serde_json::from_slice(json).map_err(json_error)?;
+    let value = serde_json::to_string(source)
+        .and_then(RawValue::from_string)
+        .map_err(json_error)?;
+    match members.iter_mut().find(|(key, _)| key == "source") {
+        Some((_, old)) => *old = value,
+        None => members.insert(0, ("source".to_owned(), value)),
     }
-    let source = serde_json::to_vec(source)
-        .map_err(|e| Error::Config(format!("a report does not serialize: {e}")))?;
-    let (span, replacement) = match json_text::member_value(json, "source") {
-        Some(span) => (span, source),
-        None => {
-            // Right after the object's `{`: `"source": "...",` before the first member.
-            let open = json_text::skip_whitespace(json, 0) + 1;
-            let has_members = json.get(json_text::skip_whitespace(json, open)) != Some(&b'}');
-            let mut member = b"\"source\": ".to_vec();
-            member.extend(source);
-            if has_members {
-                member.push(b',');
-            }
-            (open..open, member)
-        }
-    };
-    let mut out = Vec::with_capacity(json.len() + replacement.len());
-    out.extend_from_slice(&json[..span.start]);
-    out.extend(replacement);
-    out.extend_from_slice(&json[span.end..]);
+    let mut out = b"{".to_vec();
+    for (i, (key, value)) in members.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        out.extend(serde_json::to_vec(key).map_err(json_error)?);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.extend_from_slice(b"\n}");
     Ok(out)
 }
 
-/// Byte positions in JSON text that `serde_json` has already parsed: the scans assume it is
-/// valid and answer `None` where it is not.
-mod json_text {
-    use std::ops::Range;
+/// The members of a JSON object in their order, each value as its JSON text.
+struct Members(Vec<(String, Box<RawValue>)>);
 
-    /// The first position at or after `i` that is not JSON whitespace.
-    pub fn skip_whitespace(json: &[u8], mut i: usize) -> usize {
-        while json.get(i).is_some_and(|b| b" \t\n\r".contains(b)) {
-            i += 1;
-        }
-        i
-    }
-
-    /// The bytes of the value of the first top-level member named `key` of the JSON object
-    /// `json`.
-    pub fn member_value(json: &[u8], key: &str) -> Option<Range<usize>> {
-        let mut i = skip_whitespace(json, 0);
-        if json.get(i) != Some(&b'{') {
-            return None;
-        }
-        i += 1;
-        loop {
-            i = skip_whitespace(json, i);
-            if json.get(i) != Some(&b'"') {
-                return None; // `}`: no such member
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct InOrder;
+        impl<'de> serde::de::Visitor<'de> for InOrder {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
             }
-            let name_end = string_end(json, i)?;
-            let name: String = serde_json::from_slice(&json[i..name_end]).ok()?;
-            i = skip_whitespace(json, name_end);
-            if json.get(i) != Some(&b':') {
-                return None;
-            }
-            let start = skip_whitespace(json, i + 1);
-            let end = value_end(json, start)?;
-            if name == key {
-                return Some(start..end);
-            }
-            i = skip_whitespace(json, end);
-            if json.get(i) != Some(&b',') {
-                return None;
-            }
-            i += 1;
-        }
-    }
-
-    /// One past the closing quote of the string whose opening quote is at `i`.
-    fn string_end(json: &[u8], i: usize) -> Option<usize> {
-        let mut j = i + 1;
-        loop {
-            match json.get(j)? {
-                b'\\' => j += 2,
-                b'"' => return Some(j + 1),
-                _ => j += 1,
-            }
-        }
-    }
-
-    /// One past the end of the value that starts at `i`.
-    fn value_end(json: &[u8], i: usize) -> Option<usize> {
-        match json.get(i)? {
-            b'"' => string_end(json, i),
-            b'{' | b'[' => {
-                let (mut depth, mut j) = (0usize, i);
-                loop {
-                    match json.get(j)? {
-                        b'"' => {
-                            j = string_end(json, j)?;
-                            continue;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                return Some(j + 1);
-                            }
-                        }
-                        _ => {}
-                    }
-                    j += 1;
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
                 }
-            }
-            // A number, `true`, `false` or `null`.
-            _ => {
-                let mut j = i;
-                while json.get(j).is_some_and(|b| !b",}] \t\n\r".contains(b)) {
-                    j += 1;
-                }
-                Some(j)
+                Ok(Members(members))
             }
         }
+        d.deserialize_map(InOrder)
     }
 }
 
@@ -272,9 +199,8 @@ mod tests {
         assert!(ReportHead::parse(b"{}").is_none());
     }
 
-    /// Only `source` changes: the members keep the quantizer's order (not sorted by name),
-    /// nested objects theirs, and the text its layout, whatever strings and brackets the
-    /// values hold.
+    /// Only `source` changes: the members keep the quantizer's order (not sorted by name) and
+    /// the values their text, whatever strings and brackets they hold.
     #[test]
     fn a_renamed_report_keeps_its_key_order_and_layout() {
         let report = |source: &str| {
@@ -292,10 +218,10 @@ mod tests {
         // A report without `source` gets one, first.
         let named = with_source(br#"{"z": 1, "a": {"y": 2, "b": 3}}"#, "m.onnx").expect("object");
         assert_eq!(
-            named,
-            br#"{"source": "m.onnx","z": 1, "a": {"y": 2, "b": 3}}"#
+            String::from_utf8(named).expect("UTF-8"),
+            "{\n  \"source\": \"m.onnx\",\n  \"z\": 1,\n  \"a\": {\"y\": 2, \"b\": 3}\n}"
         );
         let named = with_source(b" { } ", "m.onnx").expect("object");
-        assert_eq!(named, br#" {"source": "m.onnx" } "#);
+        assert_eq!(named, b"{\n  \"source\": \"m.onnx\"\n}");
     }
 }
