@@ -347,6 +347,8 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
     let options = QuantizeOptions {
         reduce_range: false,
         evaluation: kenosis_build::kernels::Evaluation::QdqReference,
+        // The fidelity report is under test: a build whose speed check ships FP32 has none.
+        speed_check: false,
         ..QuantizeOptions::default()
     };
     let q = quantize(
