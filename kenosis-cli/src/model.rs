@@ -3,6 +3,8 @@
 use std::path::Path;
 
 use kenosis_build::onnx::ModelProto;
+use ort::session::{Session, SessionOutputs};
+use ort::value::DynValue;
 
 use crate::error::{Error, Result};
 
@@ -41,4 +43,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::io::Write::write_all(&mut tmp, bytes).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+/// The outputs of `session` (the model at `path`) on `inputs` (see
+/// `kenosis_build::calibrate::session::sample_inputs`).
+///
+/// # Errors
+/// [`Error::Kenosis`] naming the file when ONNX Runtime fails.
+pub fn run<'s>(
+    session: &'s mut Session,
+    path: &Path,
+    inputs: &[(String, DynValue)],
+) -> Result<SessionOutputs<'s>> {
+    let outputs = session
+        .run(kenosis_build::calibrate::session::borrowed(inputs))
+        .map_err(|e| kenosis_build::Error::Runtime {
+            path: path.to_owned(),
+            source: e.into(),
+        })?;
+    Ok(outputs)
 }

@@ -35,16 +35,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use kenosis_build::calibrate::session::{
-    borrowed, encode_with_observed_outputs, sample_inputs, session,
-};
+use kenosis_build::calibrate::session::{encode_with_observed_outputs, sample_inputs, session};
 use kenosis_build::calibrate::SampleValue;
 use kenosis_build::graph::GraphIndex;
 use kenosis_build::onnx::{DataType, GraphProto, ModelProto};
 use kenosis_build::types::infer_elem_types;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionOutputs};
-use ort::value::DynValue;
 
 use crate::error::Result;
 
@@ -213,8 +210,8 @@ fn mean_cosines(
         for sample in samples {
             // Kept alive while the outputs are read (see `sample_inputs`).
             let inputs = sample_inputs(names, sample, fp32_path)?;
-            let out_a = run(&mut a, fp32_path, &inputs)?;
-            let out_b = run(&mut b, other_path, &inputs)?;
+            let out_a = crate::model::run(&mut a, fp32_path, &inputs)?;
+            let out_b = crate::model::run(&mut b, other_path, &inputs)?;
             for (s, sum) in shared.iter().zip(&mut sums) {
                 if let (Some(x), Some(y)) = (f32s(&out_a, &s.fp32), f32s(&out_b, &s.other)) {
                     if x.len() == y.len() {
@@ -233,21 +230,6 @@ fn mean_cosines(
         .filter(|(_, (_, n))| *n > 0)
         .map(|(s, (sum, n))| (s.fp32.clone(), sum / n as f64))
         .collect())
-}
-
-/// The outputs of `session` (the model at `path`) on `inputs`.
-fn run<'s>(
-    session: &'s mut Session,
-    path: &Path,
-    inputs: &[(String, DynValue)],
-) -> Result<SessionOutputs<'s>> {
-    let outputs = session
-        .run(borrowed(inputs))
-        .map_err(|e| kenosis_build::Error::Runtime {
-            path: path.to_owned(),
-            source: e.into(),
-        })?;
-    Ok(outputs)
 }
 
 /// The values of output `tensor` in `outputs`, if it is there as f32.

@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::data::input_specs;
-use kenosis_build::calibrate::session::{borrowed, sample_inputs, session};
+use kenosis_build::calibrate::session::{sample_inputs, session};
 use kenosis_build::calibrate::SampleValue;
 use kenosis_build::onnx::ModelProto;
 use kenosis_build::{Calibration, QuantizeOptions};
@@ -208,12 +208,7 @@ pub fn agreement(
             .map(|sample| {
                 bar.inc(1);
                 let inputs = sample_inputs(names, sample, path)?;
-                let out = s
-                    .run(borrowed(&inputs))
-                    .map_err(|e| kenosis_build::Error::Runtime {
-                        path: path.to_owned(),
-                        source: e.into(),
-                    })?;
+                let out = crate::model::run(&mut s, path, &inputs)?;
                 Ok(out
                     .iter()
                     .filter_map(|(name, v)| {

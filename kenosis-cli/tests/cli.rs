@@ -380,30 +380,35 @@ fn cast_efficientnet_to_fp16_and_bf16() {
     }
 }
 
-/// A tiny `y = MatMul(x, w)` model, `x` [1, 64], `w` [64, 4] holding `w`.
-fn matmul_model(w: &[f32]) -> ModelProto {
+/// An IR 8, opset 13 model around `graph`.
+fn opset13(graph: onnx::GraphProto) -> ModelProto {
     ModelProto {
         ir_version: Some(8),
         opset_import: vec![onnx::OperatorSetIdProto {
             domain: Some(String::new()),
             version: Some(13),
         }],
-        graph: Some(onnx::GraphProto {
-            name: Some("matmul".into()),
-            node: vec![onnx::make_node(
-                "MatMul",
-                "mm".into(),
-                vec!["x".into(), "w".into()],
-                vec!["y".into()],
-                vec![],
-            )],
-            initializer: vec![tensor::from_f32("w", &[64, 4], w)],
-            input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
-            output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 4]))],
-            ..Default::default()
-        }),
+        graph: Some(graph),
         ..Default::default()
     }
+}
+
+/// A tiny `y = MatMul(x, w)` model, `x` [1, 64], `w` [64, 4] holding `w`.
+fn matmul_model(w: &[f32]) -> ModelProto {
+    opset13(onnx::GraphProto {
+        name: Some("matmul".into()),
+        node: vec![onnx::make_node(
+            "MatMul",
+            "mm".into(),
+            vec!["x".into(), "w".into()],
+            vec!["y".into()],
+            vec![],
+        )],
+        initializer: vec![tensor::from_f32("w", &[64, 4], w)],
+        input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
+        output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 4]))],
+        ..Default::default()
+    })
 }
 
 /// A weight beyond FP16's 65504 would become infinite: fp16 refuses the model naming the
@@ -547,32 +552,24 @@ fn mlp_model(w: [&[f32]; 3]) -> ModelProto {
         let inputs = inputs.iter().map(|&i| i.to_owned()).collect();
         onnx::make_node(op, name.into(), inputs, vec![output.into()], vec![])
     };
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![onnx::OperatorSetIdProto {
-            domain: Some(String::new()),
-            version: Some(13),
-        }],
-        graph: Some(onnx::GraphProto {
-            name: Some("mlp".into()),
-            node: vec![
-                node("MatMul", "m1", &["x", "w1"], "h1"),
-                node("Relu", "r1", &["h1"], "a1"),
-                node("MatMul", "m2", &["a1", "w2"], "h2"),
-                node("Relu", "r2", &["h2"], "a2"),
-                node("MatMul", "m3", &["a2", "w3"], "y"),
-            ],
-            initializer: vec![
-                tensor::from_f32("w1", &[64, 64], w[0]),
-                tensor::from_f32("w2", &[64, 64], w[1]),
-                tensor::from_f32("w3", &[64, 64], w[2]),
-            ],
-            input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
-            output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 64]))],
-            ..Default::default()
-        }),
+    opset13(onnx::GraphProto {
+        name: Some("mlp".into()),
+        node: vec![
+            node("MatMul", "m1", &["x", "w1"], "h1"),
+            node("Relu", "r1", &["h1"], "a1"),
+            node("MatMul", "m2", &["a1", "w2"], "h2"),
+            node("Relu", "r2", &["h2"], "a2"),
+            node("MatMul", "m3", &["a2", "w3"], "y"),
+        ],
+        initializer: vec![
+            tensor::from_f32("w1", &[64, 64], w[0]),
+            tensor::from_f32("w2", &[64, 64], w[1]),
+            tensor::from_f32("w3", &[64, 64], w[2]),
+        ],
+        input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
+        output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 64]))],
         ..Default::default()
-    }
+    })
 }
 
 /// Deterministic values in [-1, 1) (a linear congruential generator seeded with `seed`).
