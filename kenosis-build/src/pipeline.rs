@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use prost::Message;
 
-use crate::calibrate::gram::ConvGeometry;
+use crate::calibrate::gram;
 use crate::calibrate::rules::{held_out_count, spread_to_end, synthetic_rejected, MIN_BULK_STEPS};
 use crate::calibrate::runnable::Blocked;
 use crate::calibrate::session::GramRequest;
@@ -851,7 +851,7 @@ fn observation_requests(
             Some(GramRequest {
                 key: node.output.first()?.clone(),
                 input: node.input[0].clone(),
-                geometry: ConvGeometry::of(node, &weight.dims)?,
+                geometry: gram::conv_geometry(node, &weight.dims)?,
                 second_moments: options.gptq_rounding,
             })
         })

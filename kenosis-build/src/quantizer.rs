@@ -284,12 +284,14 @@ fn build_from_source() -> Result<PathBuf> {
     }
 }
 
-/// The packages the nested build optimizes, with their opt-level (see [`nested_install`]); the
-/// others are compiled at opt-level 0. `kenosis-build` at 2: as fast as at 3, byte-identical
-/// artifacts, and its compile (the longest unit) takes less (docs/benchmarks.md, "Build
-/// cost"). The `rand` family draws the synthetic calibration inputs in the loop.
+/// The packages the nested build optimizes, with their opt-level (see [`nested_install`]): the
+/// ones the quantizer's per-value loops run in. `kenosis-numerics` holds those of
+/// `kenosis-build` (statistics, scale arithmetic, GPTQ), so `kenosis-build` itself, the
+/// longest unit, compiles at opt-level 0 with all the other packages (docs/design.md, "The
+/// build script and the quantizer"). The `rand` family draws the synthetic calibration
+/// inputs in the loop.
 const OPTIMIZED_PACKAGES: &[(&str, u8)] = &[
-    ("kenosis-build", 2),
+    ("kenosis-numerics", 3),
     ("ndarray", 3),
     ("matrixmultiply", 3),
     ("half", 3),
@@ -330,10 +332,11 @@ fn nested_install(root: &Path, source: Option<&Path>) -> Command {
             .arg("--version")
             .arg(format!("={}", env!("CARGO_PKG_VERSION"))),
     };
-    // The quantizer's hot loops are this crate's and the array, float, protobuf and random
-    // number crates': those are optimized, the rest (ONNX Runtime's bindings, the command line, serde, ...)
-    // is compiled at opt-level 0, which halves the time of this build and quantizes as fast
-    // as a fully optimized one (docs/benchmarks.md, "Build cost").
+    // The quantizer's hot loops are `kenosis-numerics`'s and the array, float, protobuf and
+    // random number crates': those are optimized, the rest (this crate, ONNX Runtime's
+    // bindings, the command line, serde, ...) is compiled at opt-level 0, which makes this
+    // build a fraction of a fully optimized one's and quantizes as fast (docs/benchmarks.md,
+    // "Build cost").
     for (package, level) in OPTIMIZED_PACKAGES {
         command.arg("--config").arg(format!(
             "profile.release.package.{package}.opt-level={level}"

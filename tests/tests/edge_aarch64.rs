@@ -369,6 +369,7 @@ fn downstream_manifest() -> String {
         None => [
             "kenosis-options",
             "kenosis-manifest",
+            "kenosis-numerics",
             "kenosis-macros",
             "kenosis-runtime",
             "kenosis-build",

@@ -10,8 +10,11 @@ pub mod rules;
 pub mod runnable;
 pub mod session;
 pub mod shapes;
-pub mod stats;
 pub mod synthetic;
+
+// The streaming statistics run per activation value: they are `kenosis-numerics`'s, which
+// the quantizer binary optimizes (see that crate's docs).
+pub use kenosis_numerics::stats;
 
 pub use data::{CalibrationData, InputSpec, SampleValue};
 pub use range::Method;

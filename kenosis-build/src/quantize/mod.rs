@@ -5,12 +5,14 @@ pub mod build;
 pub mod channel_spread;
 pub mod domain;
 pub mod dynamic;
-pub mod gptq;
 pub mod int4;
 mod min_cut;
-pub mod params;
 pub mod plan;
 pub mod reason;
 pub mod rewrite;
 pub mod saturation;
 pub mod weights;
+
+// Scale arithmetic and GPTQ rounding run per weight: they are `kenosis-numerics`'s, which
+// the quantizer binary optimizes (see that crate's docs).
+pub use kenosis_numerics::{gptq, params};

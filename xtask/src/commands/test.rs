@@ -115,9 +115,10 @@ fn clippy(ort: &ort::OrtEnv) -> Result<()> {
 }
 
 /// The crates published to the registry, in dependency order.
-const PUBLISHED: [&str; 6] = [
+const PUBLISHED: [&str; 7] = [
     "kenosis-options",
     "kenosis-manifest",
+    "kenosis-numerics",
     "kenosis-macros",
     "kenosis-runtime",
     "kenosis-build",

@@ -9,7 +9,7 @@
 //! weight error. The scales stay those of nearest rounding (per channel or per tensor);
 //! only the codes change.
 
-use super::params;
+use crate::params;
 
 /// Dampening added to `H`'s diagonal, as a fraction of its mean (GPTQ's `percdamp`): keeps
 /// the factorization stable when some inputs are (nearly) collinear.
