@@ -216,7 +216,7 @@ impl Report {
         let estimate = match (estimated, total) {
             (0, _) => String::new(),
             (_, 0) => format!(
-                "; no INT8 placement is estimated faster than FP32 on the target: the model stays FP32 ({estimated} ops; `fp32_where_faster = false` quantizes them)"
+                "; no INT8 placement is estimated faster than FP32 on the target ({estimated} ops; `fp32_where_faster = false` quantizes them)"
             ),
             _ => format!(
                 "; {estimated} ops estimated faster in FP32 on the target ({})",
@@ -240,13 +240,24 @@ impl Report {
             .iter()
             .map(|(input, range)| format!("input `{input}` in {range}; "))
             .collect();
+        let left = (self.nodes_fp32.iter())
+            .filter(|n| n.reason != FloatReason::Int8Fallback)
+            .count();
+        // No op in INT8 (the cost estimate, `keep_float` or the model's ops): what shipped is
+        // said first, as when the speed check keeps FP32.
+        let head = match total {
+            0 => format!(
+                "kept {} in FP32: no op quantized, {left} left FP32",
+                self.source
+            ),
+            _ => format!(
+                "quantized {} to INT8: {total} ops ({}), {left} left FP32",
+                self.source,
+                per_op.join(", ")
+            ),
+        };
         format!(
-            "kenosis: quantized {} to INT8: {total} ops ({}), {} left FP32{estimate}{activations}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
-            self.source,
-            per_op.join(", "),
-            (self.nodes_fp32.iter())
-                .filter(|n| n.reason != FloatReason::Int8Fallback)
-                .count(),
+            "kenosis: {head}{estimate}{activations}{custom}; {:.1} MB -> {:.1} MB; {} {} calibration samples ({image_ranges}{}){fidelity}{speed}; {:.1} s",
             self.size_fp32 as f64 / 1e6,
             self.size_int8 as f64 / 1e6,
             self.calibration_samples,
@@ -345,6 +356,25 @@ mod tests {
         );
         assert!(line.contains("cosine 0.9912"), "{line}");
         assert!(line.contains("; 3.00x FP32's speed measured"), "{line}");
+    }
+
+    #[test]
+    fn a_model_with_no_op_quantized_is_summarized_as_kept_in_fp32() {
+        let mut r = report("models/m.onnx", &[], Some(fidelity_report(1.0)), None);
+        r.nodes_fp32 = vec![crate::quantize::plan::FloatNode {
+            name: "conv".into(),
+            op_type: "Conv".into(),
+            reason: crate::quantize::reason::FloatReason::DynamicSlower,
+        }];
+        let line = r.summary_line();
+        assert!(
+            line.starts_with(
+                "kenosis: kept models/m.onnx in FP32: no op quantized, 1 left FP32; no INT8 \
+                 placement is estimated faster than FP32 on the target (1 ops;"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("to INT8"), "{line}");
     }
 
     /// A cache hit renames the report the miss wrote (`request::with_source`): the bytes

@@ -43,7 +43,7 @@ fn cargo(args: &[&str], target_dir: &Path, cache_dir: &Path) -> Output {
 /// How many times `build` says the build script quantized `model`: its summary line, which
 /// starts `kenosis: quantized MODEL to INT8`, or `kenosis: kept MODEL in FP32` when the
 /// speed check found the INT8 model slower on this machine and shipped FP32 (a close call
-/// for some models, e.g. YOLOX-Nano).
+/// for some models, e.g. YOLOX-Nano) or no op was quantized.
 fn quantized_lines(build: &str, model: &str) -> usize {
     build
         .matches(&format!("kenosis: quantized {model} to INT8"))
