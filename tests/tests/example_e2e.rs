@@ -40,19 +40,6 @@ fn cargo(args: &[&str], target_dir: &Path, cache_dir: &Path) -> Output {
     output
 }
 
-/// How many times `build` says the build script quantized `model`: its summary line, which
-/// starts `kenosis: quantized MODEL to INT8`, or `kenosis: kept MODEL in FP32` when the
-/// speed check found the INT8 model slower on this machine and shipped FP32 (a close call
-/// for some models, e.g. YOLOX-Nano) or no op was quantized.
-fn quantized_lines(build: &str, model: &str) -> usize {
-    build
-        .matches(&format!("kenosis: quantized {model} to INT8"))
-        .count()
-        + build
-            .matches(&format!("kenosis: kept {model} in FP32"))
-            .count()
-}
-
 fn text(output: &Output) -> String {
     format!(
         "{}{}",
@@ -74,7 +61,7 @@ fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
         cache.path(),
     ));
     assert_eq!(
-        quantized_lines(&first, source),
+        kenosis_tests::summary_lines(&first, source),
         1,
         "first build should quantize:\n{first}"
     );
@@ -116,7 +103,7 @@ fn classify_example_quantizes_at_build_time_runs_and_rebuilds_from_cache() {
         "build script should have re-run:\n{second}"
     );
     assert_eq!(
-        quantized_lines(&second, source),
+        kenosis_tests::summary_lines(&second, source),
         0,
         "second build must not re-quantize:\n{second}"
     );
@@ -131,7 +118,7 @@ fn detect_example_finds_the_rider_and_the_horse() {
         cache.path(),
     ));
     assert_eq!(
-        quantized_lines(&build, "models/yolox_nano.onnx"),
+        kenosis_tests::summary_lines(&build, "models/yolox_nano.onnx"),
         1,
         "the build script should quantize:\n{build}"
     );
