@@ -16,3 +16,4 @@ pub mod gptq;
 pub mod gram;
 pub mod params;
 pub mod stats;
+pub mod weights;

@@ -11,8 +11,7 @@ pub mod plan;
 pub mod reason;
 pub mod rewrite;
 pub mod saturation;
-pub mod weights;
 
-// Scale arithmetic and GPTQ rounding run per weight: they are `kenosis-numerics`'s, which
-// the quantizer binary optimizes (see that crate's docs).
-pub use kenosis_numerics::{gptq, params};
+// Scale arithmetic, weight quantization and GPTQ rounding run per weight: they are
+// `kenosis-numerics`'s, which the quantizer binary optimizes (see that crate's docs).
+pub use kenosis_numerics::{gptq, params, weights};

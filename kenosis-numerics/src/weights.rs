@@ -1,6 +1,6 @@
 //! Symmetric int8 weight quantization, per-channel or per-tensor.
 
-use super::params;
+use crate::params;
 
 /// An int8 weight tensor with its scales.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +28,14 @@ fn channel_layout(dims: &[i64], axis: Option<usize>) -> (usize, usize) {
         return (1, 1);
     };
     let channels = usize::try_from(dims[a]).unwrap_or(0).max(1);
-    (channels, crate::onnx::tensor::inner_size(dims, a))
+    // The product of the dims after `axis` (`kenosis-build`'s `onnx::tensor::inner_size`,
+    // which its front end uses without this crate).
+    let inner = dims[a + 1..]
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(usize::try_from(d).ok()?))
+        .unwrap_or(1)
+        .max(1);
+    (channels, inner)
 }
 
 /// Index of the channel each element of a row-major tensor with `dims` belongs to, along
@@ -101,7 +108,7 @@ pub fn dequantize(q: &QuantizedWeight, dims: &[i64], axis: Option<usize>) -> Vec
 
 /// Quantizes a 2-D weight `[rows, cols]` (row-major) per channel along `axis` (0 or 1) for
 /// integer kernels whose `VPMADDUBSW` pairs saturate (x86 without VNNI; see
-/// [`super::saturation`]), with the largest grid that cannot saturate on any input.
+/// `kenosis-build`'s `quantize::saturation`), with the largest grid that cannot saturate on any input.
 ///
 /// The kernel adds the products of two adjacent K entries (the axis other than `axis`;
 /// pairs `(2j, 2j+1)`, as MLAS packs four consecutive K bytes per 32-bit lane) in a
