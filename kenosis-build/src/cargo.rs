@@ -76,6 +76,65 @@ pub fn warning(message: &str) {
     let _ = directive("warning", &flat);
 }
 
+/// `cargo metadata --no-deps --offline --format-version 1` for the package of `manifest`
+/// (a `Cargo.toml`), or the one cargo finds from the current folder: the workspace's
+/// packages, without their dependencies, as a [`serde_json::Value`]. Its fields
+/// (`packages[].name`, `manifest_path`, `targets[].kind` and `src_path`, `target_directory`)
+/// are stable since format version 1; the build script's discovery and `kenosis report`
+/// read it, without a crate for the format. Runs `$CARGO`, else `cargo` from `PATH`.
+///
+/// # Errors
+/// [`MetadataFailure`]: cargo cannot be run, fails, or prints something other than JSON.
+pub fn metadata(
+    manifest: Option<&Path>,
+) -> std::result::Result<serde_json::Value, MetadataFailure> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = std::process::Command::new(cargo);
+    command.args([
+        "metadata",
+        "--no-deps",
+        "--offline",
+        "--format-version",
+        "1",
+    ]);
+    if let Some(manifest) = manifest {
+        command.arg("--manifest-path").arg(manifest);
+    }
+    let output = command
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(MetadataFailure::Spawn)?;
+    if !output.status.success() {
+        return Err(MetadataFailure::Failed {
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    serde_json::from_slice(&output.stdout).map_err(MetadataFailure::Json)
+}
+
+/// Why [`metadata`] has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataFailure {
+    /// cargo could not be started.
+    #[error("could not run cargo: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// cargo exited with an error.
+    #[error("{stderr} ({status})")]
+    Failed {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// What it printed on stderr, trimmed.
+        stderr: String,
+    },
+    /// Its output is not JSON.
+    #[error("unreadable output: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Its JSON lacks a field every version of the format has.
+    #[error("its output has no `{0}`")]
+    Missing(&'static str),
+}
+
 /// The target directory that `out_dir` lives in: the nearest ancestor holding cargo's
 /// `CACHEDIR.TAG`, else the conventional `<target>/<profile>/build/<pkg>/out` layout.
 pub fn target_dir_of(out_dir: &Path) -> PathBuf {

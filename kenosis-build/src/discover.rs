@@ -225,34 +225,14 @@ fn targets_key(manifest_dir: &Path, dirs: &[PathBuf]) -> Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
-/// Root source files of the package's lib, bin, example, test and bench targets, from `cargo
-/// metadata --no-deps --format-version 1` (its JSON read as a [`serde_json::Value`]: the
-/// `packages[].manifest_path` and `targets[].kind` / `src_path` fields, stable since format
-/// version 1).
+/// Root source files of the package's lib, bin, example, test and bench targets, from
+/// [`crate::cargo::metadata`]: the `packages[].manifest_path` and `targets[].kind` /
+/// `src_path` fields.
 fn target_roots(manifest_dir: &Path) -> Result<Vec<PathBuf>> {
     let manifest = manifest_dir.join("Cargo.toml");
     let failed =
         |what: String| Error::Config(format!("cargo metadata for {}: {what}", manifest.display()));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = std::process::Command::new(cargo)
-        .args([
-            "metadata",
-            "--no-deps",
-            "--offline",
-            "--format-version",
-            "1",
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| failed(format!("could not run cargo: {e}")))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(failed(format!("{} ({})", stderr.trim(), output.status)));
-    }
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| failed(format!("unreadable output: {e}")))?;
+    let metadata = crate::cargo::metadata(Some(&manifest)).map_err(|e| failed(e.to_string()))?;
     let canonical = manifest.canonicalize().unwrap_or(manifest.clone());
     let package = metadata["packages"]
         .as_array()

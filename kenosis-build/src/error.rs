@@ -434,16 +434,23 @@ pub enum BadSample {
     },
 }
 
-/// Why bytes are not an `.npy` file of the expected element size.
+/// Why bytes are not an `.npy` file of the expected element type. The format is NumPy's
+/// (`numpy.lib.format`, NEP 1): a magic string, a version, a header length, then a Python
+/// dict literal with keys `'descr'`, `'fortran_order'` and `'shape'`, then the data.
 #[derive(Debug, thiserror::Error)]
 pub enum BadNpy {
     /// No `\x93NUMPY` magic string.
     #[error("not an .npy file (no \\x93NUMPY magic string)")]
     NotNpy,
-    /// A format version other than 1, 2 or 3.
-    #[error(".npy format version {0} is not supported")]
-    Version(u8),
-    /// The file ends inside the header length field.
+    /// A format version other than 1.0, 2.0 or 3.0.
+    #[error(".npy format version {major}.{minor} is not supported (supported: 1.0, 2.0 and 3.0)")]
+    Version {
+        /// The major version byte.
+        major: u8,
+        /// The minor version byte.
+        minor: u8,
+    },
+    /// The file ends inside the version or the header length field.
     #[error("the .npy header is truncated")]
     TruncatedHeader,
     /// The header runs past the end of the file.
@@ -456,10 +463,44 @@ pub enum BadNpy {
         /// The file's length.
         file_len: usize,
     },
-    /// The header does not parse.
-    #[cfg(feature = "quantizer")]
-    #[error("bad .npy header: {0}")]
-    Header(#[source] ndarray_npy::npy::header::ReadHeaderError),
+    /// The header is not a Python dict literal.
+    #[error("the .npy header is not a Python dict literal: expected {expected} at byte {at} of the header, found {found}")]
+    HeaderSyntax {
+        /// Offset in the header text (after the length field).
+        at: usize,
+        /// What the format allows there.
+        expected: &'static str,
+        /// What is there (an excerpt), or `the end of the header`.
+        found: String,
+    },
+    /// The header dict has a key other than `'descr'`, `'fortran_order'` and `'shape'`.
+    #[error("the .npy header has unknown key {0}; it takes 'descr', 'fortran_order' and 'shape'")]
+    UnknownKey(String),
+    /// The header dict lacks one of its three keys.
+    #[error("the .npy header has no '{0}' key")]
+    MissingKey(&'static str),
+    /// The header dict gives a key twice.
+    #[error("the .npy header gives '{0}' twice")]
+    DuplicateKey(&'static str),
+    /// A key's value is not of the kind the format specifies.
+    #[error("the .npy header's '{key}' is {found}, not {expected}")]
+    Value {
+        /// The key.
+        key: &'static str,
+        /// What the format specifies for it.
+        expected: &'static str,
+        /// What the header gives (an excerpt).
+        found: String,
+    },
+    /// A dimension of `'shape'` is negative.
+    #[error("the .npy header's shape has dimension {0}, which is negative")]
+    NegativeDim(String),
+    /// A dimension of `'shape'` does not fit in `usize`.
+    #[error("the .npy header's shape has dimension {0}, more than usize::MAX")]
+    DimTooLarge(String),
+    /// The header's `'descr'` is another dtype than the one expected.
+    #[error("the .npy header declares dtype {0}")]
+    Dtype(String),
     /// The header declares another amount of data than follows it.
     #[error("the .npy header declares shape {shape:?} ({} bytes of data) but the file holds {held} bytes after it", .declared.map_or("more than usize::MAX".to_owned(), |d| d.to_string()))]
     Size {
@@ -470,10 +511,18 @@ pub enum BadNpy {
         /// Bytes after the header.
         held: usize,
     },
-    /// The `.npy` reader refused the file.
-    #[cfg(feature = "quantizer")]
-    #[error(transparent)]
-    Read(#[from] ndarray_npy::ReadNpyError),
+    /// A shape with a zero dimension whose other dimensions multiply past `isize::MAX`
+    /// bytes: no array can have it.
+    #[error("the .npy header declares shape {0:?}, too large for an array")]
+    ShapeOverflow(Vec<usize>),
+    /// A bool (`|b1`) element is neither 0 nor 1.
+    #[error("the .npy data has byte {byte:#04x} at element {index}, which is not a bool (0 or 1)")]
+    Bool {
+        /// The element's index in file order.
+        index: usize,
+        /// Its byte.
+        byte: u8,
+    },
 }
 
 #[cfg(test)]

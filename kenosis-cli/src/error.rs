@@ -28,6 +28,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `cargo metadata` cannot describe the package (`kenosis report`).
+    #[error("cargo metadata: {0}")]
+    CargoMetadata(#[from] kenosis_build::cargo::MetadataFailure),
     /// Two models cannot be compared (different inputs, or no float output).
     #[error("{0}")]
     Mismatch(String),

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use kenosis_build::cargo::MetadataFailure;
 use kenosis_build::Report;
 use kenosis_manifest::Manifest;
 
@@ -26,17 +27,11 @@ pub struct Args {
 /// Prints what the package's last build quantized.
 ///
 /// # Errors
-/// [`Error::Mismatch`] when cargo cannot describe the package or no build of it wrote a
-/// manifest; [`Error::Kenosis`] when a report cannot be read.
+/// [`Error::CargoMetadata`] when cargo cannot describe the package; [`Error::Mismatch`] when
+/// no package holds the folder or no build of it wrote a manifest; [`Error::Kenosis`] when a
+/// report cannot be read.
 pub fn run(args: &Args) -> Result<()> {
-    let mut command = cargo_metadata::MetadataCommand::new();
-    command.no_deps();
-    if let Some(path) = &args.manifest_path {
-        command.manifest_path(path);
-    }
-    let metadata = command
-        .exec()
-        .map_err(|e| Error::Mismatch(format!("cargo metadata: {e}")))?;
+    let metadata = kenosis_build::cargo::metadata(args.manifest_path.as_deref())?;
     // The member whose folder holds the given manifest, or the current folder.
     let here = match &args.manifest_path {
         Some(path) => path.parent().map(Path::to_owned).unwrap_or_default(),
@@ -44,24 +39,22 @@ pub fn run(args: &Args) -> Result<()> {
             .map_err(|e| Error::Mismatch(format!("the current folder: {e}")))?,
     };
     let here = here.canonicalize().unwrap_or(here);
-    let package = (metadata.workspace_packages().into_iter())
-        .filter(|p| {
-            p.manifest_path
-                .parent()
-                .is_some_and(|dir| here.starts_with(dir.as_std_path()))
-        })
-        .max_by_key(|p| p.manifest_path.as_str().len())
+    let (name, _) = (packages(&metadata)?.into_iter())
+        .filter(|(_, manifest)| manifest.parent().is_some_and(|dir| here.starts_with(dir)))
+        .max_by_key(|(_, manifest)| manifest.as_os_str().len())
         .ok_or_else(|| {
             Error::Mismatch(format!(
                 "no package of the workspace holds {}: give --manifest-path",
                 here.display()
             ))
         })?;
-    let target = metadata.target_directory.as_std_path();
-    let manifest = newest_manifest(target, &package.name).ok_or_else(|| {
+    let target = metadata["target_directory"]
+        .as_str()
+        .map(Path::new)
+        .ok_or(MetadataFailure::Missing("target_directory"))?;
+    let manifest = newest_manifest(target, name).ok_or_else(|| {
         Error::Mismatch(format!(
-            "no build of `{}` under {} wrote a Kenosis manifest: run `cargo build` first",
-            package.name,
+            "no build of `{name}` under {} wrote a Kenosis manifest: run `cargo build` first",
             target.display()
         ))
     })?;
@@ -70,7 +63,7 @@ pub fn run(args: &Args) -> Result<()> {
     println!(
         "{} (package `{}`): {} model(s)",
         manifest.display(),
-        package.name,
+        name,
         models.models.len()
     );
     for entry in &models.models {
@@ -84,6 +77,29 @@ pub fn run(args: &Args) -> Result<()> {
         print!("{}", describe(entry, &report));
     }
     Ok(())
+}
+
+/// The name and manifest path of each package `metadata` lists (with `--no-deps`, the
+/// workspace's members).
+///
+/// # Errors
+/// [`MetadataFailure::Missing`] when it has no `packages` list, or a package no `name` or
+/// `manifest_path`.
+fn packages(
+    metadata: &serde_json::Value,
+) -> std::result::Result<Vec<(&str, &Path)>, MetadataFailure> {
+    let packages = metadata["packages"]
+        .as_array()
+        .ok_or(MetadataFailure::Missing("packages"))?;
+    let listed = packages.iter().map(|p| {
+        let name = p["name"]
+            .as_str()
+            .ok_or(MetadataFailure::Missing("packages[].name"))?;
+        let manifest = (p["manifest_path"].as_str())
+            .ok_or(MetadataFailure::Missing("packages[].manifest_path"))?;
+        Ok((name, Path::new(manifest)))
+    });
+    listed.collect()
 }
 
 /// The newest `kenosis-manifest.json` in `<target>/**/build/<package>-*/out/`.

@@ -2,11 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use ndarray::{ArrayD, IxDyn};
-use ndarray_npy::ReadNpyExt;
-
-use crate::error::{BadNpy, BadSample, Error, Result};
+use super::npy;
+use crate::error::{BadSample, Error, Result};
 use crate::onnx::{DataType, ElemType, GraphProto, NodeProto};
+use ndarray::{ArrayD, IxDyn};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
 #[derive(Debug, Clone, PartialEq)]
@@ -226,25 +225,23 @@ pub fn load_npy_dir(dir: &Path, inputs: &[InputSpec]) -> Result<CalibrationData>
 /// the input's element type (float32 `<f4`, int64 `<i8`, int32 `<i4`, int16 `<i2`, int8
 /// `|i1`, uint8 `|u1` or bool `|b1`; the multi-byte ones big-endian too, `>f4`...), C or
 /// Fortran order, checked against the input's declared dims (a missing leading batch
-/// dimension is added).
+/// dimension is added). The file is read by [`npy::read`].
 ///
 /// # Errors
 /// [`BadSample`] (without the file name, which the caller adds) when the bytes are not an
-/// `.npy` file, its header declares more data than it holds (see [`check_npy_size`]), or
-/// its dtype or shape does not fit the input.
+/// `.npy` file of the input's dtype (see [`npy::read`]: among others, its header declares
+/// another amount of data than it holds), or its shape does not fit the input.
 pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<SampleValue, BadSample> {
-    fn read<T: ndarray_npy::ReadableElement>(
+    fn read<T: npy::Element>(
         bytes: &[u8],
         spec: &InputSpec,
         npy: &'static str,
     ) -> std::result::Result<ArrayD<T>, BadSample> {
-        check_npy_size(bytes, std::mem::size_of::<T>())
-            .and_then(|()| Ok(ArrayD::<T>::read_npy(bytes)?))
-            .map_err(|source| BadSample::Data {
-                input: spec.name.clone(),
-                npy,
-                source,
-            })
+        npy::read(bytes).map_err(|source| BadSample::Data {
+            input: spec.name.clone(),
+            npy,
+            source,
+        })
     }
     let value = match spec.elem_type.known() {
         Some(DataType::Float) => SampleValue::F32(read(bytes, spec, "float32 (<f4)")?),
@@ -262,59 +259,6 @@ pub fn read_sample(bytes: &[u8], spec: &InputSpec) -> std::result::Result<Sample
         }
     };
     fit_shape(value, spec)
-}
-
-/// Checks an `.npy` file's framing against its length before anything is allocated from
-/// it: the header length must fit in the file, and the data the header declares (shape ×
-/// `elem_size` bytes) must be exactly the bytes that follow. The `.npy` reader allocates
-/// both from the declared numbers, so unchecked they could ask for far more memory than the
-/// file holds.
-///
-/// # Errors
-/// [`BadNpy`] stating the declared and the actual sizes.
-pub fn check_npy_size(bytes: &[u8], elem_size: usize) -> std::result::Result<(), BadNpy> {
-    const MAGIC: &[u8] = b"\x93NUMPY";
-    if bytes.len() < MAGIC.len() + 2 || !bytes.starts_with(MAGIC) {
-        return Err(BadNpy::NotNpy);
-    }
-    let (prefix, header_len) = match bytes[MAGIC.len()] {
-        1 => (
-            10,
-            bytes
-                .get(8..10)
-                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
-        ),
-        2 | 3 => (
-            12,
-            bytes
-                .get(8..12)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
-        ),
-        v => return Err(BadNpy::Version(v)),
-    };
-    let header_len = header_len.ok_or(BadNpy::TruncatedHeader)?;
-    let data_start = prefix + header_len;
-    if data_start > bytes.len() {
-        return Err(BadNpy::HeaderPastEnd {
-            header_len,
-            file_len: bytes.len(),
-        });
-    }
-    let header = ndarray_npy::npy::header::Header::from_reader(&mut &bytes[..data_start])
-        .map_err(BadNpy::Header)?;
-    let data = bytes.len() - data_start;
-    let declared = header
-        .shape
-        .iter()
-        .try_fold(elem_size, |acc, &d| acc.checked_mul(d));
-    if declared != Some(data) {
-        return Err(BadNpy::Size {
-            shape: header.shape,
-            declared,
-            held: data,
-        });
-    }
-    Ok(())
 }
 
 /// Checks a sample's shape against the declared dims, adding a leading batch axis of 1 when

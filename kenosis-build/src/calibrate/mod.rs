@@ -5,6 +5,7 @@ pub mod activation;
 pub mod data;
 pub mod gram;
 pub mod image_range;
+pub mod npy;
 pub mod range;
 pub mod rules;
 pub mod runnable;
