@@ -12,8 +12,10 @@
 //! An internal crate of Kenosis: its API follows `kenosis-build`'s needs and changes without
 //! notice.
 
+pub mod bytes;
 pub mod gptq;
 pub mod gram;
 pub mod params;
 pub mod stats;
+pub mod synthetic;
 pub mod weights;

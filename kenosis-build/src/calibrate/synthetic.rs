@@ -7,6 +7,8 @@ use ndarray::{ArrayD, IxDyn};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 
+use kenosis_numerics::synthetic::image_like;
+
 use super::data::{CalibrationData, InputSpec, SampleValue};
 use crate::error::{Error, Result};
 use crate::onnx::DataType;
@@ -66,53 +68,6 @@ fn is_image(dims: &[usize]) -> bool {
 /// (float `[N, 3, H, W]`, H and W >= 32) rather than noise or token data.
 pub fn synthesizes_image(spec: &InputSpec, dims: &[usize]) -> bool {
     spec.elem_type == DataType::Float && is_image(dims)
-}
-
-/// A batch of image-like samples `[N, 3, H, W]` in `range`: a sum of bilinearly upsampled
-/// Gaussian noise fields over octaves (1/32 of the size down to single pixels), amplitude
-/// growing with the octave's size, mostly shared across channels (luminance), scaled to
-/// standard deviation 0.5 in `[-1, 1]` and mapped linearly onto `range`.
-///
-/// Natural images have a roughly 1/f amplitude spectrum (Field 1987, "Relations between the
-/// statistics of natural images..."), so a network's activations on such fields are much
-/// closer to those on photographs than on white noise.
-fn image_like(dims: &[usize], range: ImageRange, rng: &mut impl Rng) -> ndarray::Array4<f32> {
-    let (low, high) = range.bounds();
-    let (middle, half_width) = ((low + high) * 0.5, (high - low) * 0.5);
-    let (n, c, h, w) = (dims[0], dims[1], dims[2], dims[3]);
-    // c == 3 (see `is_image`); the channels share the luminance field.
-    let mut out = ndarray::Array4::<f32>::zeros((n, c, h, w));
-    for mut image in out.outer_iter_mut() {
-        for octave in [32usize, 16, 8, 4, 2, 1] {
-            let (gh, gw) = (h / octave + 2, w / octave + 2);
-            let amplitude = (octave as f32).powf(0.8);
-            let luminance: Vec<f32> = (0..gh * gw).map(|_| rng.sample(StandardNormal)).collect();
-            for mut channel in image.outer_iter_mut() {
-                let grid: Vec<f32> = luminance
-                    .iter()
-                    .map(|l| amplitude * (l + 0.5 * rng.sample::<f32, _>(StandardNormal)))
-                    .collect();
-                for ((y, x), v) in channel.indexed_iter_mut() {
-                    let (fy, fx) = (y as f32 / octave as f32, x as f32 / octave as f32);
-                    let (y0, x0) = (fy as usize, fx as usize);
-                    let (dy, dx) = (fy - y0 as f32, fx - x0 as f32);
-                    let at = |yy: usize, xx: usize| grid[yy * gw + xx];
-                    *v += (1.0 - dy) * ((1.0 - dx) * at(y0, x0) + dx * at(y0, x0 + 1))
-                        + dy * ((1.0 - dx) * at(y0 + 1, x0) + dx * at(y0 + 1, x0 + 1));
-                }
-            }
-        }
-        let len = image.len() as f32;
-        let mean = image.sum() / len;
-        let std = (image.mapv(|v| (v - mean) * (v - mean)).sum() / len)
-            .sqrt()
-            .max(1e-6);
-        image.mapv_inplace(|v| {
-            let unit = ((v - mean) / std * 0.5).clamp(-1.0, 1.0);
-            middle + unit * half_width
-        });
-    }
-    out
 }
 
 /// Synthetic token ids: past the special tokens and common subwords of a BERT-style vocabulary.
@@ -218,9 +173,14 @@ pub fn synthetic_with_dims(
             let shape = IxDyn(dims);
             let name = spec.name.to_ascii_lowercase();
             sample.push(match spec.elem_type.known() {
-                _ if synthesizes_image(spec, dims) => {
-                    SampleValue::F32(image_like(dims, *range, &mut rng).into_dyn())
-                }
+                _ if synthesizes_image(spec, dims) => SampleValue::F32(
+                    image_like(
+                        [dims[0], dims[1], dims[2], dims[3]],
+                        range.bounds(),
+                        &mut rng,
+                    )
+                    .into_dyn(),
+                ),
                 Some(DataType::Float) => {
                     SampleValue::F32(ArrayD::from_shape_simple_fn(shape, || {
                         rng.sample(StandardNormal)

@@ -180,28 +180,41 @@ fn from_raw<const N: usize, T>(
     t: &TensorProto,
     decode: fn([u8; N]) -> T,
 ) -> Result<Vec<T>, BadTensor> {
-    if !t.raw_data().len().is_multiple_of(N) {
-        return Err(BadTensor::RawLength {
-            tensor: t.name().to_owned(),
-            len: t.raw_data().len(),
-            elem_size: N,
-        });
-    }
+    check_raw_len(t, N)?;
     Ok(t.raw_data()
         .chunks_exact(N)
         .map(|c| decode(c.try_into().expect("chunk of N bytes")))
         .collect())
 }
 
-/// The values of a float tensor (FLOAT or DOUBLE) as `f32`, row-major.
+/// Checks that `t`'s `raw_data` holds whole elements of `elem_size` bytes.
+fn check_raw_len(t: &TensorProto, elem_size: usize) -> Result<(), BadTensor> {
+    if t.raw_data().len().is_multiple_of(elem_size) {
+        Ok(())
+    } else {
+        Err(BadTensor::RawLength {
+            tensor: t.name().to_owned(),
+            len: t.raw_data().len(),
+            elem_size,
+        })
+    }
+}
+
+/// The values of a float tensor (FLOAT or DOUBLE) as `f32`, row-major. Only the quantizer
+/// reads tensor values (the front end hashes bytes), so FLOAT's raw bytes are decoded by
+/// `kenosis-numerics`, optimized where this crate is not (see `quantizer`).
 ///
 /// # Errors
 /// [`BadTensor`] naming the tensor when it is not float, external, or its size mismatches
 /// `dims`.
+#[cfg(feature = "quantizer")]
 pub fn to_f32(t: &TensorProto) -> Result<Vec<f32>, BadTensor> {
     check_inline(t)?;
     let values = match t.elem_type().known() {
-        Some(DataType::Float) if t.raw_data.is_some() => from_raw(t, f32::from_le_bytes)?,
+        Some(DataType::Float) if t.raw_data.is_some() => {
+            check_raw_len(t, 4)?;
+            kenosis_numerics::bytes::f32_from_le(t.raw_data())
+        }
         Some(DataType::Float) => t.float_data.clone(),
         Some(DataType::Double) if t.raw_data.is_some() => from_raw(t, f64::from_le_bytes)?
             .into_iter()
