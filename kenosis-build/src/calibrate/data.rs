@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use ndarray::{ArrayD, IxDyn};
+
 use super::npy;
 use crate::error::{BadSample, Error, Result};
 use crate::onnx::{DataType, ElemType, GraphProto, NodeProto};
-use ndarray::{ArrayD, IxDyn};
 
 /// One graph input: name, element type and shape (`None` for a symbolic dimension).
 #[derive(Debug, Clone, PartialEq)]

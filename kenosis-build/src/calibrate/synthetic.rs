@@ -3,11 +3,10 @@
 
 use std::path::Path;
 
+use kenosis_numerics::synthetic::image_like;
 use ndarray::{ArrayD, IxDyn};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
-
-use kenosis_numerics::synthetic::image_like;
 
 use super::data::{CalibrationData, InputSpec, SampleValue};
 use crate::error::{Error, Result};
