@@ -1,31 +1,34 @@
-//! Hashes the quantizer's sources into `KENOSIS_SOURCE_HASH`, which enters every cache key and
-//! the quantizer binary's identity: a changed quantizer (a git or path dependency between
-//! releases, or development) must not be served artifacts the previous one made, nor run as
-//! the quantizer of these sources. The sources are this crate's and, where it sits beside
-//! this one (a checkout, a git dependency), `kenosis-numerics`'s, which holds the
-//! quantizer's numeric kernels; a registry release depends on its exact version instead.
+//! Hashes this crate's own sources into `KENOSIS_SOURCE_HASH`, which enters every cache key:
+//! a changed quantizer (a git or path dependency between releases, or development) must not
+//! be served artifacts the previous one made.
+//!
+//! `kenosis-numerics` (the quantizer's numeric kernels) is not hashed: the front end does not
+//! depend on it, so where its sources lie depends on the layout (a sibling folder in a
+//! checkout, absent from a registry front end), and a hash that differed by layout made the
+//! front end refuse a quantizer built from the same sources. It is pinned to this crate's
+//! exact version; a change to it between releases also changes a file under `src` here or
+//! leaves cached artifacts to be cleared by hand (`KENOSIS_CACHE_DIR`, the target folder).
 
 use std::path::Path;
 
-/// Folds every file under `dir` into `hasher`: its path relative to `root`, then its bytes.
-fn hash_dir(root: &Path, dir: &Path, hasher: &mut blake3::Hasher) {
+fn hash_dir(dir: &Path, hasher: &mut blake3::Hasher) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("the quantizer's sources are readable")
+        .expect("kenosis-build sources are readable")
         .flatten()
         .map(|e| e.path())
         .collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            hash_dir(root, &path, hasher);
+            hash_dir(&path, hasher);
         } else {
             hasher.update(
-                path.strip_prefix(root)
+                path.strip_prefix(env!("CARGO_MANIFEST_DIR"))
                     .unwrap_or(&path)
                     .to_string_lossy()
                     .as_bytes(),
             );
-            hasher.update(&std::fs::read(&path).expect("a quantizer source file is readable"));
+            hasher.update(&std::fs::read(&path).expect("kenosis-build source file is readable"));
         }
     }
 }
@@ -33,12 +36,7 @@ fn hash_dir(root: &Path, dir: &Path, hasher: &mut blake3::Hasher) {
 fn main() {
     println!("cargo:rerun-if-changed=src");
     let mut hasher = blake3::Hasher::new();
-    hash_dir(Path::new(""), Path::new("src"), &mut hasher);
-    let numerics = Path::new("../kenosis-numerics");
-    if numerics.join("src").is_dir() {
-        println!("cargo:rerun-if-changed=../kenosis-numerics/src");
-        hash_dir(Path::new(".."), &numerics.join("src"), &mut hasher);
-    }
+    hash_dir(Path::new("src"), &mut hasher);
     println!(
         "cargo:rustc-env=KENOSIS_SOURCE_HASH={}",
         hasher.finalize().to_hex()
