@@ -1,6 +1,7 @@
 //! The numeric kernels of Kenosis's quantizer (crate `kenosis-build`, feature `quantizer`):
-//! streaming calibration statistics, scale and zero-point arithmetic, input-patch second
-//! moments and GPTQ rounding. Plain functions over slices, with no ONNX types.
+//! streaming calibration statistics, scale and zero-point arithmetic, weight quantization,
+//! input-patch second moments, GPTQ rounding, synthetic calibration images and FLOAT payload
+//! decoding. Plain functions over slices and arrays, with no ONNX types.
 //!
 //! They live apart from `kenosis-build` for its build cost. The `kenosis` quantizer binary is
 //! compiled once per machine by a nested `cargo install` that optimizes only the crates its
