@@ -49,10 +49,17 @@ pub trait Element: Sized + Clone {
     /// The element `bytes` (exactly [`Self::SIZE`] of them) encode; `None` when they encode
     /// none (a bool byte other than 0 or 1).
     fn decode(bytes: &[u8], big_endian: bool) -> Option<Self>;
+    /// All the elements of `data` (a whole number of them) at once, where this type has a
+    /// bulk decoder for that byte order; `None` to decode them one by one with
+    /// [`Self::decode`]. Calibration samples are mostly float32: theirs is
+    /// `kenosis-numerics`', which the quantizer binary optimizes (this crate it does not).
+    fn decode_bulk(_data: &[u8], _big_endian: bool) -> Option<Vec<Self>> {
+        None
+    }
 }
 
 macro_rules! multi_byte {
-    ($t:ty, $little:literal, $big:literal) => {
+    ($t:ty, $little:literal, $big:literal $(, bulk little-endian: $bulk:path)?) => {
         impl Element for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
             fn byte_order(descr: &str) -> Option<bool> {
@@ -70,10 +77,15 @@ macro_rules! multi_byte {
                     <$t>::from_le_bytes(bytes)
                 })
             }
+            $(
+                fn decode_bulk(data: &[u8], big_endian: bool) -> Option<Vec<Self>> {
+                    (!big_endian).then(|| $bulk(data))
+                }
+            )?
         }
     };
 }
-multi_byte!(f32, "<f4", ">f4");
+multi_byte!(f32, "<f4", ">f4", bulk little-endian: kenosis_numerics::bytes::f32_from_le);
 multi_byte!(i64, "<i8", ">i8");
 multi_byte!(i32, "<i4", ">i4");
 multi_byte!(i16, "<i2", ">i2");
@@ -129,15 +141,21 @@ pub fn read<T: Element>(bytes: &[u8]) -> Result<ArrayD<T>, BadNpy> {
     let big_endian =
         T::byte_order(&header.descr).ok_or_else(|| BadNpy::Dtype(repr(&header.descr)))?;
     check_size(&header.shape, T::SIZE, data.len())?;
-    let mut values = Vec::with_capacity(data.len() / T::SIZE);
-    for (index, chunk) in data.chunks_exact(T::SIZE).enumerate() {
-        // Only a bool byte other than 0 or 1 decodes to nothing.
-        let value = T::decode(chunk, big_endian).ok_or(BadNpy::Bool {
-            index,
-            byte: chunk[0],
-        })?;
-        values.push(value);
-    }
+    let values = match T::decode_bulk(data, big_endian) {
+        Some(values) => values,
+        None => {
+            let mut values = Vec::with_capacity(data.len() / T::SIZE);
+            for (index, chunk) in data.chunks_exact(T::SIZE).enumerate() {
+                // Only a bool byte other than 0 or 1 decodes to nothing.
+                let value = T::decode(chunk, big_endian).ok_or(BadNpy::Bool {
+                    index,
+                    byte: chunk[0],
+                })?;
+                values.push(value);
+            }
+            values
+        }
+    };
     let shape = IxDyn(&header.shape).set_f(header.fortran_order);
     ArrayD::from_shape_vec(shape, values).map_err(|_| BadNpy::ShapeOverflow(header.shape))
 }
