@@ -143,10 +143,8 @@ impl Cache {
     pub fn open(dir: PathBuf) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         // Probe writability now, so the error names the cache folder, not a temp file.
-        tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io(&dir, e))?;
+        let (probe, _) = create_temp(&dir).map_err(|e| Error::io(&dir, e))?;
+        let _ = std::fs::remove_file(probe);
         remove_orphans(&dir, ORPHAN_AGE);
         Ok(Self { dir, mac_key: None })
     }
@@ -368,22 +366,48 @@ fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// Writes `bytes` to `path` through a temporary file (prefix [`TEMP_PREFIX`]) in the same
-/// folder and a rename.
+/// Writes `bytes` to `path` through a temporary file (see [`create_temp`]) in the same
+/// folder and a rename, so that a reader sees the old file or the new one, never part of it.
 ///
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let io = |e: std::io::Error| Error::io(path, e);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    let (tmp, mut file) = create_temp(dir).map_err(io)?;
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(io)
+}
+
+/// Creates a new, empty temporary file in `dir`: [`TEMP_PREFIX`], this process's id and a
+/// counter, opened with `create_new` (`O_EXCL`: never an existing file or a link), the next
+/// counter value when a name is taken. These are the names [`Cache::scratch_path`] uses and
+/// [`remove_orphans`] removes.
+///
+/// Written here rather than with the `tempfile` crate, which would be compiled into every
+/// downstream build for this one function (see docs/design.md, "Build cost").
+///
+/// # Errors
+/// The error of creating the file, other than a name already taken.
+fn create_temp(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = std::process::id();
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("{TEMP_PREFIX}{id}-{n}"));
+        match std::fs::File::create_new(&path) {
+            Ok(file) => return Ok((path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -402,6 +426,39 @@ mod tests {
         assert_eq!(key(&[b"ab", b"c"]), key(&[b"ab", b"c"]));
         assert_ne!(key(&[b"ab", b"c"]), key(&[b"a", b"bc"]));
         assert_ne!(key(&[b"ab"]), key(&[b"ac"]));
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_whole_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("entry.json");
+        // A stale temporary file of this process's name scheme does not stop the write.
+        let stale = dir
+            .path()
+            .join(format!("{TEMP_PREFIX}{}-0", std::process::id()));
+        std::fs::write(&stale, b"stale").expect("write");
+        write_atomic(&file, b"first").expect("first write");
+        write_atomic(&file, b"second, longer").expect("second write");
+        assert_eq!(std::fs::read(&file).expect("read"), b"second, longer");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("read_dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                stale.file_name().expect("name"),
+                file.file_name().expect("name")
+            ]
+        );
+        // A folder that does not exist is an error naming the file.
+        let missing = dir.path().join("no/such/entry.json");
+        let err = write_atomic(&missing, b"x").expect_err("no folder");
+        assert!(
+            matches!(err, Error::Io { ref path, .. } if path == &missing),
+            "{err:?}"
+        );
     }
 
     #[test]
