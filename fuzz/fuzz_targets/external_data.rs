@@ -1,5 +1,5 @@
-//! Arbitrary bytes as a model with external data, through Kenosis's first stage (decode,
-//! list and check the data files, read them in, normalize; see
+//! Arbitrary bytes as a model with external data, through Kenosis's first stage (decode, read
+//! the front end's outline, list and check the data files, read them in, normalize; see
 //! `kenosis_build::pipeline::normalize_decoded`): any panic, hang or allocation failure is a
 //! bug, and so is a file read from outside the model's folder. Run with `cargo xtask fuzz`.
 //!
@@ -42,7 +42,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(model) = kenosis_build::onnx::decode(&path, model_bytes) else {
         return;
     };
-    if kenosis_build::pipeline::external_files(&path, &model).is_err() {
+    // The front end's reading of the same bytes (it lists the files the cache key hashes).
+    let Ok(outline) = kenosis_build::onnx::outline::read(&path, model_bytes) else {
+        return;
+    };
+    if kenosis_build::pipeline::external_files(&path, &outline).is_err() {
         return;
     }
     let holds_marker = |bytes: &[u8]| bytes.windows(OUTSIDE.len()).any(|w| w == OUTSIDE);

@@ -366,7 +366,7 @@ fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// Writes `bytes` to `path` through a temporary file (see [`create_temp`]) in the same
+/// Writes `bytes` to `path` through a temporary file (see `create_temp`) in the same
 /// folder and a rename, so that a reader sees the old file or the new one, never part of it.
 ///
 /// # Errors

@@ -239,7 +239,8 @@ pub fn cast(path: &Path, model_bytes: &[u8], precision: Precision) -> Result<Cas
     let dir = crate::pipeline::model_dir(path);
     // The same checks and errors as quantizing's (`pipeline::external_files`), before any
     // tensor is read.
-    crate::pipeline::external_files(path, &model)?;
+    let outline = onnx::outline::read(path, model_bytes).map_err(Error::from)?;
+    crate::pipeline::external_files(path, &outline)?;
     onnx::external::inline(&mut model, dir).map_err(|e| match e {
         onnx::external::ExternalDataError::Invalid(reason) => Error::InvalidModel {
             path: path.to_owned(),

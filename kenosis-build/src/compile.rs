@@ -219,12 +219,12 @@ fn compile_one(
     let bytes = read_regular_file(&path)?;
     let source_path = path.canonicalize().map_err(|e| Error::io(&path, e))?;
 
-    let decoded = onnx::decode(&path, &bytes)?;
+    let outline = onnx::outline::read(&path, &bytes)?;
     let mut key = cache::KeyHasher::new();
     key.add(&bytes).add(options.canonical().as_bytes());
     drop(bytes);
     // `external_files` has checked that each is a regular file inside the model's folder.
-    for file in model_files::external_files(&path, &decoded)? {
+    for file in model_files::external_files(&path, &outline)? {
         cargo::rerun_if_changed(&file)?;
         key.add_file(&file)?;
     }
@@ -235,8 +235,7 @@ fn compile_one(
             cargo::rerun_if_changed(&dir)?;
             // Exactly the files calibration will read (see `npy_files`), with their
             // names: pairing across inputs goes by name.
-            let graph = decoded.graph.as_ref().map(model_files::input_names);
-            let files = model_files::npy_files(&dir, &graph.unwrap_or_default())?;
+            let files = model_files::npy_files(&dir, &outline.input_names())?;
             for file in files.iter().flatten() {
                 let rel = file.strip_prefix(&dir).unwrap_or(file);
                 key.add(rel.to_string_lossy().as_bytes());
@@ -248,9 +247,9 @@ fn compile_one(
     };
     let key = key.finish();
     if cargo::env(DOCS_RS_ENV).is_some() {
-        return docs_only_entry(model, &path, source_path, artifacts_dir, &decoded, key);
+        return docs_only_entry(model, &path, source_path, artifacts_dir, &outline, key);
     }
-    drop(decoded);
+    drop(outline);
 
     // Concurrent builds of one key quantize once: the others wait here, then find the
     // entry. Held until this model's artifact is in the cache.
@@ -326,7 +325,7 @@ fn docs_only_entry(
     path: &Path,
     source_path: PathBuf,
     artifacts_dir: &Path,
-    decoded: &onnx::ModelProto,
+    outline: &onnx::outline::Outline,
     key: String,
 ) -> Result<(ModelEntry, Vec<String>)> {
     let note = serde_json::json!({
@@ -335,7 +334,7 @@ fn docs_only_entry(
         "reason": "built with DOCS_RS set (docs.rs): the artifact is empty, documentation only",
     })
     .to_string();
-    let (inputs, outputs) = onnx::declared_io(decoded);
+    let (inputs, outputs) = outline.declared_io();
     let files = ArtifactFiles {
         artifact: &[],
         report_json: note.as_bytes(),

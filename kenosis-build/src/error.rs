@@ -5,11 +5,14 @@
 //! The pipeline turns them into [`Error::Unsupported`] or [`Error::Calibration`], whose
 //! `reason` is their `Display` text, so that they can change with the stages without
 //! changing the public API. Leaf modules define the group of what they check
-//! ([`BadTensor`] in `onnx::tensor`, [`Malformed`] in `graph`) and need nothing from here.
+//! (`BadTensor` in `onnx::tensor`, `Malformed` in `graph`, both the quantizer's) and need
+//! nothing from here.
 
 use std::path::PathBuf;
 
+#[cfg(feature = "quantizer")]
 pub use crate::graph::Malformed;
+#[cfg(feature = "quantizer")]
 pub use crate::onnx::tensor::BadTensor;
 pub use crate::onnx::NodeRef;
 
@@ -252,9 +255,11 @@ pub enum Unsupported {
         example: String,
     },
     /// The graph breaks ONNX's structural rules.
+    #[cfg(feature = "quantizer")]
     #[error(transparent)]
     Malformed(#[from] Malformed),
     /// A tensor's payload cannot be read as declared.
+    #[cfg(feature = "quantizer")]
     #[error(transparent)]
     Tensor(#[from] BadTensor),
     /// An operator cannot be upgraded or folded as written.
@@ -403,6 +408,7 @@ pub enum BadSample {
         source: BadNpy,
     },
     /// The input's element type is not one Kenosis calibrates.
+    #[cfg(feature = "quantizer")]
     #[error("input `{input}` has element type {}; Kenosis calibrates float32, int64, int32, int16, int8, uint8 and bool inputs", .elem_type)]
     ElementType {
         /// The input.

@@ -75,19 +75,19 @@ mod onnx;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod graph;
-#[cfg(not(feature = "internals"))]
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
 mod graph;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod types;
-#[cfg(not(feature = "internals"))]
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
 mod types;
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod ops;
-#[cfg(not(feature = "internals"))]
+#[cfg(all(feature = "quantizer", not(feature = "internals")))]
 mod ops;
 
 #[cfg(feature = "internals")]

@@ -5,21 +5,24 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::onnx::{self, GraphProto, ModelProto};
+#[cfg(feature = "quantizer")]
+use crate::onnx::GraphProto;
+use crate::onnx::{self, outline::Outline};
 
 /// The folder external data locations of the model at `path` are relative to.
 pub fn model_dir(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
-/// The data files the model at `path` keeps tensors in (see [`onnx::external`]); empty for
-/// a self-contained model. They are build inputs: the cache key covers their bytes.
+/// The data files the model at `path` (its [`Outline`]) keeps tensors in (see
+/// [`onnx::external`]); empty for a self-contained model. They are build inputs: the cache key
+/// covers their bytes.
 ///
 /// # Errors
 /// [`Error::InvalidModel`] when a tensor's data location is malformed or leaves the
 /// model's folder; [`Error::UnsafePath`] when it holds a line break.
-pub fn external_files(path: &Path, model: &ModelProto) -> Result<Vec<std::path::PathBuf>> {
-    onnx::external::files(model, model_dir(path)).map_err(|e| external_error(path, e))
+pub fn external_files(path: &Path, model: &Outline) -> Result<Vec<std::path::PathBuf>> {
+    onnx::external::files(&model.external, model_dir(path)).map_err(|e| external_error(path, e))
 }
 
 /// The build error for an external data error `e` of the model at `path`.
@@ -35,13 +38,16 @@ pub fn external_error(path: &Path, e: onnx::external::ExternalDataError) -> Erro
 }
 
 /// The names of the real (non-initializer) inputs of `graph`, in declaration order: the
-/// inputs calibration data is given for (see [`npy_files`]).
+/// inputs calibration data is given for (see [`npy_files`]); the front end reads the same
+/// names from the file ([`Outline::input_names`]).
+#[cfg(feature = "quantizer")]
 pub fn input_names(graph: &GraphProto) -> Vec<&str> {
     real_inputs(graph).map(|i| i.name()).collect()
 }
 
 /// The graph inputs that are not initializers (older IR versions list initializers as
 /// inputs too).
+#[cfg(feature = "quantizer")]
 pub fn real_inputs(graph: &GraphProto) -> impl Iterator<Item = &crate::onnx::ValueInfoProto> {
     let inits: std::collections::HashSet<&str> =
         graph.initializer.iter().map(|t| t.name()).collect();

@@ -909,7 +909,7 @@ fn ops_by_type(graph: &onnx::GraphProto, plan: &plan::Plan) -> BTreeMap<String, 
 /// [`Error::InvalidModel`] or [`Error::Unsupported`] as [`quantize`] gives them.
 pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
     let model = onnx::decode(path, model_bytes)?;
-    if !onnx::external::files(&model, Path::new("")).is_ok_and(|f| f.is_empty()) {
+    if !onnx::outline::read(path, model_bytes)?.external.is_empty() {
         return Err(Error::unsupported(path, Unsupported::ExternalOffline));
     }
     let normalized = crate::normalize::normalize(model).map_err(|r| Error::unsupported(path, r))?;

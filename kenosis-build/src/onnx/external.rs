@@ -15,6 +15,8 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
+use super::outline::ExternalTensor;
+#[cfg(feature = "quantizer")]
 use super::{
     tensor_proto::DataLocation, AttributeProto, GraphProto, ModelProto, SparseTensorProto,
     TensorProto,
@@ -32,36 +34,39 @@ pub enum ExternalDataError {
     LineBreak(PathBuf),
 }
 
-/// The data files `model` refers to, resolved against `model_dir`, sorted and deduplicated.
-/// Each is checked as [`inline`] would read it: a regular file (symlinks followed) whose
-/// resolved path stays inside `model_dir`, so that callers may hash it safely.
+/// The data files the external tensors of a model (as [`super::outline::read`] lists them)
+/// refer to, resolved against `model_dir`, sorted and deduplicated. Each is checked as
+/// `inline` would read it: a regular file (symlinks followed) whose resolved path stays inside
+/// `model_dir`, so that callers may hash it safely.
 ///
 /// # Errors
 /// [`ExternalDataError::Invalid`] when a location is missing, absolute, leaves `model_dir`
 /// (also through a symlink), or is not a regular file (a FIFO, a device such as
 /// `/dev/zero`); [`ExternalDataError::Io`] when it cannot be resolved.
-pub fn files(model: &ModelProto, model_dir: &Path) -> Result<Vec<PathBuf>, ExternalDataError> {
+pub fn files(
+    tensors: &[ExternalTensor],
+    model_dir: &Path,
+) -> Result<Vec<PathBuf>, ExternalDataError> {
     let mut files = BTreeSet::new();
-    visit_model(model, &mut |t| {
-        if is_external(t) {
-            let location = Location::of(t)?;
-            let file = location.file(model_dir)?;
-            if !files.contains(&file) {
-                location.checked_file(model_dir)?;
-                files.insert(file);
-            }
+    for t in tensors {
+        let location = Location::parse(&t.name, t.entries.iter().map(|(k, v)| (&**k, &**v)))?;
+        let file = location.file(model_dir)?;
+        if !files.contains(&file) {
+            location.checked_file(model_dir)?;
+            files.insert(file);
         }
-        Ok(())
-    })?;
+    }
     Ok(files.into_iter().collect())
 }
 
+#[cfg(feature = "quantizer")]
 /// [`inline`] reads at most this many times protobuf's 2 GiB limit in total: past it, even
 /// a model with every FP32 weight in INT8 (a quarter of the size) could not be written as
 /// one ONNX file. (It also reads no more than the data files hold, so that N tensors naming
 /// one byte range cannot cost N times its length.)
 pub const MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT: u64 = 4;
 
+#[cfg(feature = "quantizer")]
 /// Reads every external tensor of `model` into its `raw_data`, so that the model is
 /// self-contained. Returns the number of tensors read.
 ///
@@ -100,6 +105,7 @@ pub fn inline(model: &mut ModelProto, model_dir: &Path) -> Result<usize, Externa
     Ok(count)
 }
 
+#[cfg(feature = "quantizer")]
 /// Checks, before any tensor is read, that the bytes the external tensors of `model` would
 /// inline in total are no more than their data files hold (distinct files counted once)
 /// and at most [`MAX_INLINED_FACTOR_OF_PROTOBUF_LIMIT`] × 2 GiB.
@@ -143,6 +149,7 @@ fn check_total(model: &ModelProto, model_dir: &Path) -> Result<(), ExternalDataE
     Ok(())
 }
 
+#[cfg(feature = "quantizer")]
 /// True when `t` keeps its bytes in an external file.
 pub fn is_external(t: &TensorProto) -> bool {
     t.data_location == Some(DataLocation::External as i32) || !t.external_data.is_empty()
@@ -157,10 +164,23 @@ struct Location {
 }
 
 impl Location {
+    /// The location of the tensor `t` of a decoded model.
+    #[cfg(feature = "quantizer")]
     fn of(t: &TensorProto) -> Result<Self, ExternalDataError> {
-        let invalid = |what: String| {
-            ExternalDataError::Invalid(format!("external tensor `{}`: {what}", t.name()))
-        };
+        Self::parse(
+            t.name(),
+            (t.external_data.iter()).map(|entry| (entry.key(), entry.value())),
+        )
+    }
+
+    /// The location of the tensor `name` with the `external_data` entries (key, value)
+    /// `entries`.
+    fn parse<'a>(
+        name: &str,
+        entries: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ExternalDataError> {
+        let invalid =
+            |what: String| ExternalDataError::Invalid(format!("external tensor `{name}`: {what}"));
         let number = |key: &str, value: &str| {
             value
                 .parse::<u64>()
@@ -169,8 +189,8 @@ impl Location {
         let mut location = None;
         let mut offset = 0;
         let mut length = None;
-        for entry in &t.external_data {
-            match (entry.key(), entry.value()) {
+        for entry in entries {
+            match entry {
                 ("location", v) => location = Some(v.to_owned()),
                 ("offset", v) => offset = number("offset", v)?,
                 ("length", v) => length = Some(number("length", v)?),
@@ -181,7 +201,7 @@ impl Location {
             .filter(|l| !l.is_empty())
             .ok_or_else(|| invalid("no `location` entry".into()))?;
         Ok(Self {
-            tensor: t.name().to_owned(),
+            tensor: name.to_owned(),
             location,
             offset,
             length,
@@ -230,6 +250,7 @@ impl Location {
         Ok((path, meta.len()))
     }
 
+    #[cfg(feature = "quantizer")]
     fn read(&self, model_dir: &Path) -> Result<Vec<u8>, ExternalDataError> {
         use std::io::{Read, Seek, SeekFrom};
         let (path, _) = self.checked_file(model_dir)?;
@@ -258,9 +279,12 @@ impl Location {
     }
 }
 
+#[cfg(feature = "quantizer")]
 type Visit<'a> = dyn FnMut(&TensorProto) -> Result<(), ExternalDataError> + 'a;
+#[cfg(feature = "quantizer")]
 type VisitMut<'a> = dyn FnMut(&mut TensorProto) -> Result<(), ExternalDataError> + 'a;
 
+#[cfg(feature = "quantizer")]
 /// Defines the walks over every tensor of a model (see the module documentation), once for
 /// shared and once for mutable access: the same code with and without `mut`.
 macro_rules! tensor_walks {
@@ -324,7 +348,24 @@ macro_rules! tensor_walks {
     };
 }
 
+/// The names of the external tensors of `model`, in walk order: what the front end's reader
+/// ([`super::outline`]) must find too.
+#[cfg(all(test, feature = "quantizer"))]
+pub(crate) fn external_names(model: &ModelProto) -> Vec<String> {
+    let mut names = Vec::new();
+    let walked = visit_model(model, &mut |t| {
+        if is_external(t) {
+            names.push(t.name().to_owned());
+        }
+        Ok(())
+    });
+    assert!(walked.is_ok(), "the walk itself never fails");
+    names
+}
+
+#[cfg(feature = "quantizer")]
 tensor_walks!(visit_model, visit_graph, visit_attrs, visit_sparse, Visit);
+#[cfg(feature = "quantizer")]
 tensor_walks!(
     visit_model_mut,
     visit_graph_mut,

@@ -1,19 +1,21 @@
 //! A model's graph inputs and outputs as the manifest records them
 //! ([`kenosis_manifest::TensorInfo`]).
 
-use std::collections::HashSet;
-
 use kenosis_manifest::{ElementType, TensorInfo};
 
-use super::{DataType, ModelProto, ValueInfoProto};
+#[cfg(feature = "quantizer")]
+use super::{ModelProto, ValueInfoProto};
 
 /// The graph inputs (initializers excluded: older IR versions list them as inputs) and
-/// outputs `model` declares, as the manifest records them.
+/// outputs `model` declares, as the manifest records them. (The front end reads the same from
+/// the file: [`super::outline::Outline::declared_io`].)
+#[cfg(feature = "quantizer")]
 pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
     let Some(graph) = &model.graph else {
         return (Vec::new(), Vec::new());
     };
-    let initializers: HashSet<&str> = graph.initializer.iter().map(|t| t.name()).collect();
+    let initializers: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
     let inputs = (graph.input.iter())
         .filter(|i| !initializers.contains(i.name()))
         .map(manifest_info)
@@ -22,60 +24,51 @@ pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
 }
 
 /// The manifest's record of graph input or output `vi`.
+#[cfg(feature = "quantizer")]
 pub fn manifest_info(vi: &ValueInfoProto) -> TensorInfo {
-    let (elem, dims) = super::declared_tensor(vi).unwrap_or((DataType::Undefined.into(), None));
+    let (elem, dims) = super::declared_tensor(vi).map_or((0, None), |(e, d)| (e.code(), d));
+    tensor_info(vi.name(), elem, dims)
+}
+
+/// The manifest's record of a graph input or output `name` declared with element type
+/// `elem_type` (a `TensorProto.DataType` code, 0 when undeclared) and `dims` (`None` when no
+/// shape is declared).
+pub fn tensor_info(name: &str, elem_type: i32, dims: Option<Vec<Option<i64>>>) -> TensorInfo {
     TensorInfo {
-        name: vi.name().to_owned(),
-        dtype: elem
-            .known()
-            .and_then(element_type)
-            .unwrap_or(ElementType::F32),
+        name: name.to_owned(),
+        dtype: element_type(elem_type).unwrap_or(ElementType::F32),
         shape: dims.unwrap_or_default(),
     }
 }
 
-/// The manifest's element type for ONNX type `t`; `None` for types the manifest does not
-/// pass through (complex, bfloat16, the 8-, 6-, 4- and 2-bit types), which a graph input or
-/// output then records as `f32`.
-fn element_type(t: DataType) -> Option<ElementType> {
-    use DataType as D;
-    Some(match t {
-        D::Float => ElementType::F32,
-        D::Uint8 => ElementType::U8,
-        D::Int8 => ElementType::I8,
-        D::Uint16 => ElementType::U16,
-        D::Int16 => ElementType::I16,
-        D::Int32 => ElementType::I32,
-        D::Int64 => ElementType::I64,
-        D::String => ElementType::String,
-        D::Bool => ElementType::Bool,
-        D::Float16 => ElementType::F16,
-        D::Double => ElementType::F64,
-        D::Uint32 => ElementType::U32,
-        D::Uint64 => ElementType::U64,
-        D::Undefined
-        | D::Complex64
-        | D::Complex128
-        | D::Bfloat16
-        | D::Float8e4m3fn
-        | D::Float8e4m3fnuz
-        | D::Float8e5m2
-        | D::Float8e5m2fnuz
-        | D::Uint4
-        | D::Int4
-        | D::Float4e2m1
-        | D::Float8e8m0
-        | D::Uint2
-        | D::Int2
-        | D::Float6e2m3
-        | D::Float6e3m2 => return None,
+/// The manifest's element type for the `TensorProto.DataType` code `code` (`onnx.proto`);
+/// `None` for types the manifest does not pass through (undefined, complex, bfloat16, the 8-,
+/// 6-, 4- and 2-bit types, codes `onnx.proto` does not define), which a graph input or output
+/// then records as `f32`.
+fn element_type(code: i32) -> Option<ElementType> {
+    Some(match code {
+        1 => ElementType::F32,
+        2 => ElementType::U8,
+        3 => ElementType::I8,
+        4 => ElementType::U16,
+        5 => ElementType::I16,
+        6 => ElementType::I32,
+        7 => ElementType::I64,
+        8 => ElementType::String,
+        9 => ElementType::Bool,
+        10 => ElementType::F16,
+        11 => ElementType::F64,
+        12 => ElementType::U32,
+        13 => ElementType::U64,
+        _ => return None,
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "quantizer"))]
 mod tests {
     use super::*;
     use crate::onnx;
+    use crate::onnx::DataType;
 
     #[test]
     fn declared_io_records_element_types_and_f32_for_types_the_manifest_lacks() {

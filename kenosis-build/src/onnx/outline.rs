@@ -1,0 +1,672 @@
+//! What the build script's front end reads of a model file, read straight from the protobuf
+//! wire format: the IR version, the main graph's declared inputs and outputs, and every tensor
+//! kept in external data with its `external_data` entries.
+//!
+//! The quantizer decodes the whole `ModelProto` with the generated types of [`super`]
+//! (`prost`); the front end needs these few fields on every build, cache hits included, and
+//! reads them here so that a downstream build compiles neither the generated types nor
+//! `prost`'s derive macros (see docs/design.md, "Build cost"). The format is the Protocol
+//! Buffers encoding (<https://protobuf.dev/programming-guides/encoding/>): a message is a
+//! sequence of fields, each a varint key (field number << 3 | wire type) and a value, a varint
+//! (type 0), 8 bytes (1), a varint length and that many bytes (2: strings and nested
+//! messages) or 4 bytes (5). Field numbers are those of `onnx.proto` beside this file.
+//!
+//! Tensors are looked for in the places [`super::external`] lists, the same places its
+//! walk over a decoded model visits. Fields this reader does not need are skipped, checked
+//! only for their length; the quantizer's full decode checks the rest.
+
+use kenosis_manifest::TensorInfo;
+
+/// How deeply messages may nest (graphs in attributes of nodes in graphs...): `prost`'s
+/// default recursion limit, so that both readers refuse the same hostile nesting.
+const MAX_DEPTH: u32 = 100;
+
+/// `TensorProto.DataLocation.EXTERNAL`.
+const EXTERNAL: u64 = 1;
+
+/// The fields of a model the front end reads (see the module documentation).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outline {
+    /// `ModelProto.ir_version`.
+    pub ir_version: i64,
+    /// The main graph's inputs that are not initializers (older IR versions list initializers
+    /// as inputs too), in declaration order.
+    pub inputs: Vec<Declared>,
+    /// The main graph's outputs, in declaration order.
+    pub outputs: Vec<Declared>,
+    /// Every tensor of the model whose bytes live in an external file, in file order.
+    pub external: Vec<ExternalTensor>,
+}
+
+/// A graph input or output as a `ValueInfoProto` declares it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// `ValueInfoProto.name`.
+    pub name: String,
+    /// The tensor type, `None` for another type (sequence, map, ...) or none.
+    pub tensor: Option<DeclaredTensor>,
+}
+
+/// A `TypeProto.Tensor`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeclaredTensor {
+    /// `elem_type`, a `TensorProto.DataType` code (0, `UNDEFINED`, when unset).
+    pub elem_type: i32,
+    /// The dims, `None` when no shape is declared; a dim is `None` when symbolic, unset or not
+    /// positive.
+    pub dims: Option<Vec<Option<i64>>>,
+}
+
+/// A tensor whose `data_location` is `EXTERNAL` or that has `external_data` entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalTensor {
+    /// `TensorProto.name`.
+    pub name: String,
+    /// The `external_data` entries (key, value), in order.
+    pub entries: Vec<(String, String)>,
+}
+
+impl Outline {
+    /// The names of [`Outline::inputs`].
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|i| i.name.as_str()).collect()
+    }
+
+    /// The inputs and outputs as the manifest records them (see [`super::manifest`]).
+    pub fn declared_io(&self) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
+        let info = |d: &Declared| {
+            let (elem, dims) = d
+                .tensor
+                .as_ref()
+                .map_or((0, None), |t| (t.elem_type, t.dims.clone()));
+            super::manifest::tensor_info(&d.name, elem, dims)
+        };
+        (
+            self.inputs.iter().map(info).collect(),
+            self.outputs.iter().map(info).collect(),
+        )
+    }
+}
+
+/// Reads the [`Outline`] of the model file `bytes`, naming `path` in errors.
+///
+/// # Errors
+/// [`super::InvalidModel`] for an empty file, bytes that are not protobuf along the fields
+/// read (a truncated field, a length past the end, a wire type `onnx.proto` does not give that
+/// field, a group, invalid UTF-8 in a name or entry, nesting deeper than `prost` allows), or a
+/// message without a graph or IR version, with the same texts as the quantizer's `onnx::decode` where
+/// it has one.
+pub fn read(path: &std::path::Path, bytes: &[u8]) -> Result<Outline, super::InvalidModel> {
+    let invalid = |reason: String| super::InvalidModel {
+        path: path.to_owned(),
+        reason,
+    };
+    if bytes.is_empty() {
+        return Err(invalid("the file is empty".into()));
+    }
+    let mut reader = Reader::default();
+    reader
+        .model(bytes)
+        .map_err(|e| invalid(format!("protobuf decoding failed: {e}")))?;
+    let (Some(ir_version), true) = (reader.ir_version, reader.has_graph) else {
+        return Err(invalid(
+            "no graph or IR version: this protobuf is not an ONNX ModelProto".into(),
+        ));
+    };
+    let initializers: std::collections::HashSet<String> = reader.initializers.into_iter().collect();
+    Ok(Outline {
+        ir_version,
+        inputs: (reader.inputs.into_iter())
+            .filter(|i| !initializers.contains(&i.name))
+            .collect(),
+        outputs: reader.outputs,
+        external: reader.external,
+    })
+}
+
+/// One field's value.
+enum Value<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    /// A fixed 32- or 64-bit value, which no field read here has.
+    Fixed,
+}
+
+impl<'a> Value<'a> {
+    fn bytes(self, field: u32) -> Result<&'a [u8], String> {
+        match self {
+            Value::Bytes(b) => Ok(b),
+            _ => Err(format!("field {field} is not length-delimited")),
+        }
+    }
+
+    fn varint(self, field: u32) -> Result<u64, String> {
+        match self {
+            Value::Varint(v) => Ok(v),
+            _ => Err(format!("field {field} is not a varint")),
+        }
+    }
+
+    fn string(self, field: u32) -> Result<String, String> {
+        let bytes = self.bytes(field)?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| format!("field {field} is a string of invalid UTF-8"))
+    }
+}
+
+/// Calls `f` with each field of the message `bytes`, in order.
+fn fields<'a>(
+    mut bytes: &'a [u8],
+    mut f: impl FnMut(u32, Value<'a>) -> Result<(), String>,
+) -> Result<(), String> {
+    while !bytes.is_empty() {
+        let key = varint(&mut bytes)?;
+        let field = u32::try_from(key >> 3)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("invalid field number {}", key >> 3))?;
+        let value = match key & 7 {
+            0 => Value::Varint(varint(&mut bytes)?),
+            1 => split(&mut bytes, 8, field).map(|_| Value::Fixed)?,
+            2 => {
+                let len = varint(&mut bytes)?;
+                Value::Bytes(split(&mut bytes, len, field)?)
+            }
+            5 => split(&mut bytes, 4, field).map(|_| Value::Fixed)?,
+            3 | 4 => return Err(format!("field {field} is a group, which ONNX does not use")),
+            t => return Err(format!("field {field} has invalid wire type {t}")),
+        };
+        f(field, value)?;
+    }
+    Ok(())
+}
+
+/// The first `n` bytes of `bytes` (the value of field `field`), which then start after them.
+fn split<'a>(bytes: &mut &'a [u8], n: u64, field: u32) -> Result<&'a [u8], String> {
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= bytes.len())
+        .ok_or_else(|| format!("field {field} runs past the end of its message"))?;
+    let (value, rest) = bytes.split_at(n);
+    *bytes = rest;
+    Ok(value)
+}
+
+/// Reads a varint from the front of `bytes` (at most 10 bytes, as for a 64-bit value).
+fn varint(bytes: &mut &[u8]) -> Result<u64, String> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            *bytes = &bytes[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err("a varint is truncated or longer than 10 bytes".into())
+}
+
+/// The walk's state: what has been read so far.
+#[derive(Default)]
+struct Reader {
+    ir_version: Option<i64>,
+    has_graph: bool,
+    inputs: Vec<Declared>,
+    outputs: Vec<Declared>,
+    initializers: Vec<String>,
+    external: Vec<ExternalTensor>,
+}
+
+/// Which graph is read: the main one records its inputs, outputs and initializer names.
+#[derive(Clone, Copy, PartialEq)]
+enum Graph {
+    Main,
+    Sub,
+}
+
+impl Reader {
+    /// `ModelProto`: `ir_version` 1, `graph` 7, `training_info` 20, `functions` 25.
+    fn model(&mut self, bytes: &[u8]) -> Result<(), String> {
+        fields(bytes, |field, value| match field {
+            // int64 from a varint: two's complement, as prost reads it.
+            1 => {
+                self.ir_version = Some(value.varint(field)? as i64);
+                Ok(())
+            }
+            7 => {
+                self.has_graph = true;
+                self.graph(value.bytes(field)?, Graph::Main, 1)
+            }
+            20 => self.training_info(value.bytes(field)?, 1),
+            25 => self.function(value.bytes(field)?, 1),
+            _ => Ok(()),
+        })
+    }
+
+    /// `TrainingInfoProto`: `initialization` 1, `algorithm` 2.
+    fn training_info(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            1 | 2 => self.graph(value.bytes(field)?, Graph::Sub, depth),
+            _ => Ok(()),
+        })
+    }
+
+    /// `FunctionProto`: `node` 7, `attribute_proto` 11.
+    fn function(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            7 => self.node(value.bytes(field)?, depth),
+            11 => self.attribute(value.bytes(field)?, depth),
+            _ => Ok(()),
+        })
+    }
+
+    /// `GraphProto`: `node` 1, `initializer` 5, `input` 11, `output` 12,
+    /// `sparse_initializer` 15.
+    fn graph(&mut self, bytes: &[u8], which: Graph, depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            1 => self.node(value.bytes(field)?, depth),
+            5 => {
+                let name = self.tensor(value.bytes(field)?, depth)?;
+                if which == Graph::Main {
+                    self.initializers.push(name);
+                }
+                Ok(())
+            }
+            11 | 12 if which == Graph::Main => {
+                let declared = value_info(value.bytes(field)?, depth)?;
+                let list = if field == 11 {
+                    &mut self.inputs
+                } else {
+                    &mut self.outputs
+                };
+                list.push(declared);
+                Ok(())
+            }
+            15 => self.sparse(value.bytes(field)?, depth),
+            _ => Ok(()),
+        })
+    }
+
+    /// `NodeProto`: `attribute` 5.
+    fn node(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            5 => self.attribute(value.bytes(field)?, depth),
+            _ => Ok(()),
+        })
+    }
+
+    /// `AttributeProto`: `t` 5 and `tensors` 10, `g` 6 and `graphs` 11, `sparse_tensor` 22
+    /// and `sparse_tensors` 23.
+    fn attribute(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            5 | 10 => self.tensor(value.bytes(field)?, depth).map(drop),
+            6 | 11 => self.graph(value.bytes(field)?, Graph::Sub, depth),
+            22 | 23 => self.sparse(value.bytes(field)?, depth),
+            _ => Ok(()),
+        })
+    }
+
+    /// `SparseTensorProto`: `values` 1, `indices` 2.
+    fn sparse(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+        let depth = deeper(depth)?;
+        fields(bytes, |field, value| match field {
+            1 | 2 => self.tensor(value.bytes(field)?, depth).map(drop),
+            _ => Ok(()),
+        })
+    }
+
+    /// `TensorProto`: `name` 8, `external_data` 13 (`StringStringEntryProto`: `key` 1,
+    /// `value` 2), `data_location` 14. Records the tensor when it is external; returns its
+    /// name.
+    fn tensor(&mut self, bytes: &[u8], depth: u32) -> Result<String, String> {
+        let depth = deeper(depth)?;
+        let mut tensor = ExternalTensor::default();
+        let mut location = 0;
+        fields(bytes, |field, value| {
+            match field {
+                8 => tensor.name = value.string(field)?,
+                13 => tensor.entries.push(entry(value.bytes(field)?, depth)?),
+                14 => location = value.varint(field)?,
+                _ => {}
+            }
+            Ok(())
+        })?;
+        let name = tensor.name.clone();
+        if location == EXTERNAL || !tensor.entries.is_empty() {
+            self.external.push(tensor);
+        }
+        Ok(name)
+    }
+}
+
+/// One more level of nesting than `depth`.
+///
+/// # Errors
+/// Past [`MAX_DEPTH`].
+fn deeper(depth: u32) -> Result<u32, String> {
+    (depth < MAX_DEPTH)
+        .then_some(depth + 1)
+        .ok_or_else(|| format!("messages nest deeper than {MAX_DEPTH} levels"))
+}
+
+/// `StringStringEntryProto`: `key` 1, `value` 2.
+fn entry(bytes: &[u8], depth: u32) -> Result<(String, String), String> {
+    deeper(depth)?;
+    let (mut key, mut val) = (String::new(), String::new());
+    fields(bytes, |field, value| {
+        match field {
+            1 => key = value.string(field)?,
+            2 => val = value.string(field)?,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok((key, val))
+}
+
+/// `ValueInfoProto`: `name` 1, `type` 2 (`TypeProto`: `tensor_type` 1; `sequence_type` 4,
+/// `map_type` 5, `sparse_tensor_type` 8 and `optional_type` 9 are other types of the same
+/// `oneof`, the last one written wins).
+fn value_info(bytes: &[u8], depth: u32) -> Result<Declared, String> {
+    let depth = deeper(depth)?;
+    let mut declared = Declared::default();
+    fields(bytes, |field, value| {
+        match field {
+            1 => declared.name = value.string(field)?,
+            2 => {
+                let depth = deeper(depth)?;
+                fields(value.bytes(field)?, |field, value| {
+                    match field {
+                        1 => declared.tensor = Some(tensor_type(value.bytes(field)?, depth)?),
+                        4 | 5 | 8 | 9 => declared.tensor = None,
+                        _ => {}
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(declared)
+}
+
+/// `TypeProto.Tensor`: `elem_type` 1, `shape` 2 (`TensorShapeProto`: `dim` 1, each a
+/// `Dimension` of the `oneof` `dim_value` 1 or `dim_param` 2).
+fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, String> {
+    let depth = deeper(depth)?;
+    let mut tensor = DeclaredTensor::default();
+    fields(bytes, |field, value| {
+        match field {
+            // int32 from a varint: the low 32 bits, as prost reads it.
+            1 => tensor.elem_type = value.varint(field)? as i32,
+            2 => {
+                let depth = deeper(depth)?;
+                let dims = tensor.dims.get_or_insert_with(Vec::new);
+                fields(value.bytes(field)?, |field, value| {
+                    if field == 1 {
+                        deeper(depth)?;
+                        let mut dim = None;
+                        fields(value.bytes(field)?, |field, value| {
+                            match field {
+                                1 => dim = Some(value.varint(field)? as i64).filter(|&d| d > 0),
+                                2 => dim = value.string(field).map(|_| None)?,
+                                _ => {}
+                            }
+                            Ok(())
+                        })?;
+                        dims.push(dim);
+                    }
+                    Ok(())
+                })?;
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(tensor)
+}
+
+#[cfg(all(test, feature = "quantizer"))]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+    use crate::onnx::{self, DataType};
+
+    const PATH: &str = "model.onnx";
+
+    fn external(name: &str) -> onnx::TensorProto {
+        onnx::TensorProto {
+            name: Some(name.into()),
+            data_location: Some(onnx::tensor_proto::DataLocation::External as i32),
+            external_data: vec![onnx::StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some(format!("{name}.bin")),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn sparse(values: &str, indices: &str) -> onnx::SparseTensorProto {
+        onnx::SparseTensorProto {
+            values: Some(external(values)),
+            indices: Some(external(indices)),
+            ..Default::default()
+        }
+    }
+
+    /// A graph holding one external tensor in each place a graph can, named `<prefix>...`,
+    /// with a subgraph (`If` branch) holding more when `depth` > 0.
+    fn graph(prefix: &str, depth: usize) -> onnx::GraphProto {
+        let mut attribute = onnx::AttributeProto {
+            name: Some("value".into()),
+            t: Some(external(&format!("{prefix}t"))),
+            tensors: vec![external(&format!("{prefix}tensors"))],
+            sparse_tensor: Some(sparse(&format!("{prefix}sv"), &format!("{prefix}si"))),
+            sparse_tensors: vec![sparse(&format!("{prefix}ssv"), &format!("{prefix}ssi"))],
+            ..Default::default()
+        };
+        if depth > 0 {
+            attribute.g = Some(graph(&format!("{prefix}g."), depth - 1));
+            attribute.graphs = vec![graph(&format!("{prefix}gs."), depth - 1)];
+        }
+        onnx::GraphProto {
+            node: vec![onnx::NodeProto {
+                attribute: vec![attribute],
+                ..Default::default()
+            }],
+            initializer: vec![
+                external(&format!("{prefix}init")),
+                // Inline data: not listed.
+                onnx::tensor::from_f32(&format!("{prefix}inline"), &[1], &[0.5]),
+            ],
+            sparse_initializer: vec![sparse(&format!("{prefix}spv"), &format!("{prefix}spi"))],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn external_tensors_are_found_wherever_onnx_proto_can_hold_one() {
+        let mut model = onnx::ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph("", 1)),
+            training_info: vec![onnx::TrainingInfoProto {
+                initialization: Some(graph("init.", 0)),
+                algorithm: Some(graph("algo.", 0)),
+                ..Default::default()
+            }],
+            functions: vec![onnx::FunctionProto {
+                node: vec![onnx::NodeProto {
+                    attribute: vec![onnx::AttributeProto {
+                        t: Some(external("fn.node")),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                attribute_proto: vec![onnx::AttributeProto {
+                    t: Some(external("fn.default")),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        // `external_data` entries alone make a tensor external too.
+        model
+            .graph
+            .as_mut()
+            .expect("graph")
+            .initializer
+            .push(onnx::TensorProto {
+                data_location: None,
+                ..external("entries_only")
+            });
+        let outline = read(PATH.as_ref(), &model.encode_to_vec()).expect("reads");
+        let mut found: Vec<&str> = outline.external.iter().map(|t| t.name.as_str()).collect();
+        found.sort_unstable();
+        // The decoded model's walk (which `inline` uses) visits the same tensors.
+        let mut walked = onnx::external::external_names(&model);
+        walked.sort_unstable();
+        assert_eq!(found, walked);
+        // 9 per graph (6 in the attribute, 1 initializer, 2 in the sparse initializer): the
+        // main graph and its two subgraphs, the two of training; 2 in the function, 1 more
+        // initializer.
+        assert_eq!(found.len(), 9 * 5 + 2 + 1, "{found:?}");
+        assert!(found.contains(&"g.sv") && found.contains(&"fn.default"));
+        let entries = &outline.external[0].entries;
+        assert_eq!(
+            entries,
+            &[(
+                "location".to_owned(),
+                format!("{}.bin", outline.external[0].name)
+            )]
+        );
+    }
+
+    #[test]
+    fn inputs_and_outputs_are_those_the_decoded_model_declares() {
+        let mut sequence = onnx::tensor_info("seq", DataType::Float, None);
+        sequence.r#type = Some(onnx::TypeProto {
+            value: Some(onnx::type_proto::Value::SequenceType(Box::default())),
+            ..Default::default()
+        });
+        let mut named_dim = onnx::tensor_info("ids", DataType::Int64, Some(&[1, 8]));
+        if let Some(onnx::type_proto::Value::TensorType(t)) =
+            named_dim.r#type.as_mut().and_then(|t| t.value.as_mut())
+        {
+            t.shape.as_mut().expect("shape").dim[0].value = Some(
+                onnx::tensor_shape_proto::dimension::Value::DimParam("batch".into()),
+            );
+        }
+        let model = onnx::ModelProto {
+            ir_version: Some(7),
+            graph: Some(onnx::GraphProto {
+                input: vec![
+                    named_dim,
+                    onnx::tensor_info("w", DataType::Float, Some(&[2])),
+                    onnx::tensor_info("flags", DataType::Bool, None),
+                    sequence,
+                    onnx::ValueInfoProto {
+                        name: Some("untyped".into()),
+                        ..Default::default()
+                    },
+                ],
+                initializer: vec![onnx::tensor::from_f32("w", &[2], &[0.0, 1.0])],
+                output: vec![
+                    onnx::tensor_info("half", DataType::Float16, Some(&[0, 3])),
+                    onnx::tensor_info("brain", DataType::Bfloat16, None),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let outline = read(PATH.as_ref(), &model.encode_to_vec()).expect("reads");
+        assert_eq!(outline.ir_version, 7);
+        assert_eq!(outline.input_names(), ["ids", "flags", "seq", "untyped"]);
+        assert_eq!(outline.declared_io(), onnx::declared_io(&model));
+        assert_eq!(
+            outline.inputs[0].tensor.as_ref().map(|t| t.dims.clone()),
+            Some(Some(vec![None, Some(8)]))
+        );
+        assert!(outline.external.is_empty());
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_model_are_errors_naming_the_file() {
+        let model = onnx::ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph("", 1)),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let error = |bytes: &[u8]| read(PATH.as_ref(), bytes).err().map(|e| e.to_string());
+        // Every truncation is refused: the last field is then cut short, or the graph or IR
+        // version is missing.
+        for end in 0..model.len() {
+            let e = error(&model[..end]).unwrap_or_else(|| panic!("cut at {end} read"));
+            assert!(e.starts_with("model.onnx: not a valid ONNX model: "), "{e}");
+        }
+        assert_eq!(
+            error(b"\x08\x07").as_deref(),
+            Some(
+                "model.onnx: not a valid ONNX model: no graph or IR version: this protobuf is \
+                 not an ONNX ModelProto"
+            )
+        );
+        assert!(error(b"\x0b\x0c").is_some_and(|e| e.contains("group")));
+        assert!(error(b"\x3a\x02\x2a\x80").is_some_and(|e| e.contains("truncated")));
+        // A name of invalid UTF-8, and a graph given as a varint.
+        let bad_name = [0x08, 0x07, 0x3a, 0x05, 0x5a, 0x03, 0x0a, 0x01, 0xff];
+        assert!(error(&bad_name).is_some_and(|e| e.contains("UTF-8")));
+        assert!(error(b"\x08\x07\x38\x01").is_some_and(|e| e.contains("not length-delimited")));
+    }
+
+    #[test]
+    fn nesting_deeper_than_prost_allows_is_refused() {
+        let mut g = onnx::GraphProto::default();
+        for _ in 0..60 {
+            g = onnx::GraphProto {
+                node: vec![onnx::NodeProto {
+                    attribute: vec![onnx::AttributeProto {
+                        g: Some(g),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+        }
+        let model = |g: onnx::GraphProto| onnx::ModelProto {
+            ir_version: Some(8),
+            graph: Some(g),
+            ..Default::default()
+        };
+        let bytes = model(g.clone()).encode_to_vec();
+        assert!(
+            onnx::ModelProto::decode(&*bytes).is_err(),
+            "prost refuses it too"
+        );
+        let e = read(PATH.as_ref(), &bytes).expect_err("too deep");
+        assert!(e.reason.contains("nest deeper than 100"), "{e}");
+        // Shallower nesting reads.
+        let mut shallow = onnx::GraphProto::default();
+        for _ in 0..20 {
+            shallow = onnx::GraphProto {
+                node: vec![onnx::NodeProto {
+                    attribute: vec![onnx::AttributeProto {
+                        g: Some(shallow),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+        }
+        assert!(read(PATH.as_ref(), &model(shallow).encode_to_vec()).is_ok());
+    }
+}
