@@ -1,34 +1,39 @@
-//! Hashes this crate's own sources into `KENOSIS_SOURCE_HASH`, which enters every cache key:
-//! a changed quantizer (a git or path dependency between releases, or development) must not
-//! be served artifacts the previous one made.
+//! Hashes the quantizer's own sources into `KENOSIS_SOURCE_HASH`, which enters every cache key
+//! and names the quantizer a front end accepts: a changed quantizer (a git or path dependency
+//! between releases, or development) must not be served artifacts the previous one made.
 //!
-//! `kenosis-numerics` (the quantizer's numeric kernels) is not hashed: the front end does not
-//! depend on it, so where its sources lie depends on the layout (a sibling folder in a
-//! checkout, absent from a registry front end), and a hash that differed by layout made the
-//! front end refuse a quantizer built from the same sources. It is pinned to this crate's
-//! exact version; a change to it between releases also changes a file under `src` here or
-//! leaves cached artifacts to be cleared by hand (`KENOSIS_CACHE_DIR`, the target folder).
+//! The sources are this crate's `src` and `kenosis-numerics`'s (the quantizer's numeric
+//! kernels), whose folder its build script hands over (`DEP_KENOSIS_NUMERICS_SRC`, through
+//! `links`): cargo says where that crate is in every layout (a checkout, the registry, a vendor
+//! folder), and the front end, which depends on it without its kernels, hashes the same files
+//! as the quantizer. Each file enters with its path relative to its crate, so the hash does
+//! not depend on where the crates lie.
 
 use std::path::Path;
 
-fn hash_dir(dir: &Path, hasher: &mut blake3::Hasher) {
+/// Hashes every file under `dir`, in path order, each as its path relative to `root` (with
+/// `label` in front) and its bytes.
+fn hash_dir(root: &Path, dir: &Path, label: &str, hasher: &mut blake3::Hasher) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("kenosis-build sources are readable")
+        .unwrap_or_else(|e| {
+            panic!(
+                "the quantizer's sources at {} are readable: {e}",
+                dir.display()
+            )
+        })
         .flatten()
         .map(|e| e.path())
         .collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            hash_dir(&path, hasher);
+            hash_dir(root, &path, label, hasher);
         } else {
-            hasher.update(
-                path.strip_prefix(env!("CARGO_MANIFEST_DIR"))
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .as_bytes(),
-            );
-            hasher.update(&std::fs::read(&path).expect("kenosis-build source file is readable"));
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            hasher.update(format!("{label}/{}", rel.to_string_lossy()).as_bytes());
+            hasher.update(&std::fs::read(&path).unwrap_or_else(|e| {
+                panic!("the quantizer's source {} is readable: {e}", path.display())
+            }));
         }
     }
 }
@@ -36,7 +41,12 @@ fn hash_dir(dir: &Path, hasher: &mut blake3::Hasher) {
 fn main() {
     println!("cargo:rerun-if-changed=src");
     let mut hasher = blake3::Hasher::new();
-    hash_dir(Path::new("src"), &mut hasher);
+    hash_dir(Path::new("src"), Path::new("src"), "src", &mut hasher);
+    let numerics = std::env::var("DEP_KENOSIS_NUMERICS_SRC")
+        .expect("kenosis-numerics's build script names its source folder");
+    println!("cargo:rerun-if-changed={numerics}");
+    let numerics = Path::new(&numerics);
+    hash_dir(numerics, numerics, "kenosis-numerics/src", &mut hasher);
     println!(
         "cargo:rustc-env=KENOSIS_SOURCE_HASH={}",
         hasher.finalize().to_hex()

@@ -59,8 +59,9 @@ impl Default for KeyHasher {
 }
 
 impl KeyHasher {
-    /// A hasher seeded with the tool identity: cache format, kenosis-build version and source
-    /// hash, and [`ORT_IDENTITY`].
+    /// A hasher seeded with the tool identity: cache format, kenosis-build version, the hash of
+    /// the quantizer's sources (kenosis-build's and kenosis-numerics', see `build.rs`), and
+    /// [`ORT_IDENTITY`].
     pub fn new() -> Self {
         let mut h = blake3::Hasher::new();
         h.update(&CACHE_FORMAT.to_le_bytes());

@@ -26,8 +26,9 @@ use crate::cargo;
 use crate::error::{Error, Result};
 use crate::request::Request;
 
-/// What `kenosis --version` prints after `kenosis `: this crate's version and the hash of its
-/// sources, which the front end and the quantizer must share (the cache key and the request
+/// What `kenosis --version` prints after `kenosis `: this crate's version and the hash of the
+/// quantizer's sources (this crate's and kenosis-numerics', see `build.rs`), which the front
+/// end and the quantizer must share (the cache key and the request
 /// format are theirs).
 pub const IDENTITY: &str = concat!(
     env!("CARGO_PKG_VERSION"),

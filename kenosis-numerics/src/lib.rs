@@ -11,12 +11,21 @@
 //! compiled, and optimized or not, in the crate that instantiates it).
 //!
 //! An internal crate of Kenosis: its API follows `kenosis-build`'s needs and changes without
-//! notice.
+//! notice. The kernels are behind the default feature `kernels`; without it the crate is empty
+//! and only hands its source folder to `kenosis-build`'s build script, which hashes it into
+//! the quantizer's identity and every cache key.
 
+#[cfg(feature = "kernels")]
 pub mod bytes;
+#[cfg(feature = "kernels")]
 pub mod gptq;
+#[cfg(feature = "kernels")]
 pub mod gram;
+#[cfg(feature = "kernels")]
 pub mod params;
+#[cfg(feature = "kernels")]
 pub mod stats;
+#[cfg(feature = "kernels")]
 pub mod synthetic;
+#[cfg(feature = "kernels")]
 pub mod weights;
