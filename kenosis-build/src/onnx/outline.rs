@@ -94,8 +94,8 @@ impl Outline {
 /// [`super::InvalidModel`] for an empty file, bytes that are not protobuf along the fields
 /// read (a truncated field, a length past the end, a wire type `onnx.proto` does not give that
 /// field, a group, invalid UTF-8 in a name or entry, nesting deeper than `prost` allows), or a
-/// message without a graph or IR version, with the same texts as the quantizer's `onnx::decode` where
-/// it has one.
+/// message without a graph or IR version, with the same texts as the quantizer's
+/// `onnx::decode` where it has one.
 pub fn read(path: &std::path::Path, bytes: &[u8]) -> Result<Outline, super::InvalidModel> {
     let invalid = |reason: String| super::InvalidModel {
         path: path.to_owned(),
