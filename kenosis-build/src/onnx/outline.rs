@@ -368,35 +368,37 @@ fn entry(bytes: &[u8], depth: u32) -> Result<(String, String), String> {
     Ok((key, val))
 }
 
-/// `ValueInfoProto`: `name` 1, `type` 2 (`TypeProto`: `tensor_type` 1; `sequence_type` 4,
-/// `map_type` 5, `sparse_tensor_type` 8 and `optional_type` 9 are other types of the same
-/// `oneof`, the last one written wins).
+/// `ValueInfoProto`: `name` 1, `type` 2.
 fn value_info(bytes: &[u8], depth: u32) -> Result<Declared, String> {
     let depth = deeper(depth)?;
     let mut declared = Declared::default();
     fields(bytes, |field, value| {
         match field {
             1 => declared.name = value.string(field)?,
-            2 => {
-                let depth = deeper(depth)?;
-                fields(value.bytes(field)?, |field, value| {
-                    match field {
-                        1 => declared.tensor = Some(tensor_type(value.bytes(field)?, depth)?),
-                        4 | 5 | 8 | 9 => declared.tensor = None,
-                        _ => {}
-                    }
-                    Ok(())
-                })?;
-            }
+            2 => type_proto(value.bytes(field)?, depth, &mut declared.tensor)?,
             _ => {}
         }
         Ok(())
-    })?;
-    Ok(declared)
+    })
+    .map(|()| declared)
 }
 
-/// `TypeProto.Tensor`: `elem_type` 1, `shape` 2 (`TensorShapeProto`: `dim` 1, each a
-/// `Dimension` of the `oneof` `dim_value` 1 or `dim_param` 2).
+/// `TypeProto` into `tensor`: `tensor_type` 1; `sequence_type` 4, `map_type` 5,
+/// `sparse_tensor_type` 8 and `optional_type` 9 are other types of the same `oneof`, the last
+/// one written wins.
+fn type_proto(bytes: &[u8], depth: u32, tensor: &mut Option<DeclaredTensor>) -> Result<(), String> {
+    let depth = deeper(depth)?;
+    fields(bytes, |field, value| {
+        match field {
+            1 => *tensor = Some(tensor_type(value.bytes(field)?, depth)?),
+            4 | 5 | 8 | 9 => *tensor = None,
+            _ => {}
+        }
+        Ok(())
+    })
+}
+
+/// `TypeProto.Tensor`: `elem_type` 1, `shape` 2.
 fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, String> {
     let depth = deeper(depth)?;
     let mut tensor = DeclaredTensor::default();
@@ -404,31 +406,46 @@ fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, String> {
         match field {
             // int32 from a varint: the low 32 bits, as prost reads it.
             1 => tensor.elem_type = value.varint(field)? as i32,
+            2 => shape(
+                value.bytes(field)?,
+                depth,
+                tensor.dims.get_or_insert_with(Vec::new),
+            )?,
+            _ => {}
+        }
+        Ok(())
+    })
+    .map(|()| tensor)
+}
+
+/// `TensorShapeProto`: `dim` 1, each appended to `dims`.
+fn shape(bytes: &[u8], depth: u32, dims: &mut Vec<Option<i64>>) -> Result<(), String> {
+    let depth = deeper(depth)?;
+    fields(bytes, |field, value| {
+        if field == 1 {
+            dims.push(dimension(value.bytes(field)?, depth)?);
+        }
+        Ok(())
+    })
+}
+
+/// `TensorShapeProto.Dimension`, the `oneof` `dim_value` 1 or `dim_param` 2: the value when
+/// it is positive, `None` when symbolic, unset or not positive.
+fn dimension(bytes: &[u8], depth: u32) -> Result<Option<i64>, String> {
+    deeper(depth)?;
+    let mut dim = None;
+    fields(bytes, |field, value| {
+        match field {
+            1 => dim = Some(value.varint(field)? as i64).filter(|&d| d > 0),
             2 => {
-                let depth = deeper(depth)?;
-                let dims = tensor.dims.get_or_insert_with(Vec::new);
-                fields(value.bytes(field)?, |field, value| {
-                    if field == 1 {
-                        deeper(depth)?;
-                        let mut dim = None;
-                        fields(value.bytes(field)?, |field, value| {
-                            match field {
-                                1 => dim = Some(value.varint(field)? as i64).filter(|&d| d > 0),
-                                2 => dim = value.string(field).map(|_| None)?,
-                                _ => {}
-                            }
-                            Ok(())
-                        })?;
-                        dims.push(dim);
-                    }
-                    Ok(())
-                })?;
+                value.string(field)?;
+                dim = None;
             }
             _ => {}
         }
         Ok(())
-    })?;
-    Ok(tensor)
+    })
+    .map(|()| dim)
 }
 
 #[cfg(all(test, feature = "quantizer"))]
@@ -626,27 +643,28 @@ mod tests {
         assert!(error(b"\x08\x07\x38\x01").is_some_and(|e| e.contains("not length-delimited")));
     }
 
-    #[test]
-    fn nesting_deeper_than_prost_allows_is_refused() {
-        let mut g = onnx::GraphProto::default();
-        for _ in 0..60 {
-            g = onnx::GraphProto {
-                node: vec![onnx::NodeProto {
-                    attribute: vec![onnx::AttributeProto {
-                        g: Some(g),
-                        ..Default::default()
-                    }],
+    /// A graph holding `levels` graphs, each in an attribute of a node of the one above.
+    fn nested(levels: usize) -> onnx::GraphProto {
+        (0..levels).fold(onnx::GraphProto::default(), |inner, _| onnx::GraphProto {
+            node: vec![onnx::NodeProto {
+                attribute: vec![onnx::AttributeProto {
+                    g: Some(inner),
                     ..Default::default()
                 }],
                 ..Default::default()
-            };
-        }
+            }],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn nesting_deeper_than_prost_allows_is_refused() {
         let model = |g: onnx::GraphProto| onnx::ModelProto {
             ir_version: Some(8),
             graph: Some(g),
             ..Default::default()
         };
-        let bytes = model(g.clone()).encode_to_vec();
+        let bytes = model(nested(60)).encode_to_vec();
         assert!(
             onnx::ModelProto::decode(&*bytes).is_err(),
             "prost refuses it too"
@@ -654,19 +672,6 @@ mod tests {
         let e = read(PATH.as_ref(), &bytes).expect_err("too deep");
         assert!(e.reason.contains("nest deeper than 100"), "{e}");
         // Shallower nesting reads.
-        let mut shallow = onnx::GraphProto::default();
-        for _ in 0..20 {
-            shallow = onnx::GraphProto {
-                node: vec![onnx::NodeProto {
-                    attribute: vec![onnx::AttributeProto {
-                        g: Some(shallow),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            };
-        }
-        assert!(read(PATH.as_ref(), &model(shallow).encode_to_vec()).is_ok());
+        assert!(read(PATH.as_ref(), &model(nested(20)).encode_to_vec()).is_ok());
     }
 }
