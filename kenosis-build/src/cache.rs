@@ -388,8 +388,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Creates a new, empty temporary file in `dir`: [`TEMP_PREFIX`], this process's id and a
 /// counter, opened with `create_new` (`O_EXCL`: never an existing file or a link), the next
-/// counter value when a name is taken. These are the names [`Cache::scratch_path`] uses and
-/// [`remove_orphans`] removes.
+/// counter value when a name is taken. The prefix is the one [`Cache::scratch_path`]'s names
+/// start with too, so that [`remove_orphans`] removes a killed build's leftovers of both.
 ///
 /// Written here rather than with the `tempfile` crate, which would be compiled into every
 /// downstream build for this one function (see docs/design.md, "Build cost").

@@ -37,16 +37,9 @@ pub fn external_error(path: &Path, e: onnx::external::ExternalDataError) -> Erro
     }
 }
 
-/// The names of the real (non-initializer) inputs of `graph`, in declaration order: the
-/// inputs calibration data is given for (see [`npy_files`]); the front end reads the same
-/// names from the file ([`Outline::input_names`]).
-#[cfg(feature = "quantizer")]
-pub fn input_names(graph: &GraphProto) -> Vec<&str> {
-    real_inputs(graph).map(|i| i.name()).collect()
-}
-
 /// The graph inputs that are not initializers (older IR versions list initializers as
-/// inputs too).
+/// inputs too), in declaration order: the inputs calibration data is given for (see
+/// [`npy_files`]). The front end reads the same from the file ([`Outline::input_names`]).
 #[cfg(feature = "quantizer")]
 pub fn real_inputs(graph: &GraphProto) -> impl Iterator<Item = &crate::onnx::ValueInfoProto> {
     let inits: std::collections::HashSet<&str> =

@@ -295,7 +295,7 @@ fn revised(s: &crate::speed::SpeedReport) -> String {
     }
 }
 
-pub use crate::onnx::manifest::{declared_io, manifest_info as tensor_info};
+pub use crate::onnx::manifest::manifest_info as tensor_info;
 
 #[cfg(test)]
 mod tests {

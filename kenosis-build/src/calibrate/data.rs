@@ -179,8 +179,8 @@ pub struct CalibrationData {
     pub synthetic: bool,
 }
 
+pub use crate::model_files::npy_files;
 use crate::model_files::real_inputs;
-pub use crate::model_files::{input_names, npy_files};
 
 /// Loads the files [`npy_files`] lists for `inputs`, one sample per file, pairing files of
 /// different inputs by sorted name. A file may omit the batch dimension; it is then added.

@@ -4,24 +4,7 @@
 use kenosis_manifest::{ElementType, TensorInfo};
 
 #[cfg(feature = "quantizer")]
-use super::{ModelProto, ValueInfoProto};
-
-/// The graph inputs (initializers excluded: older IR versions list them as inputs) and
-/// outputs `model` declares, as the manifest records them. (The front end reads the same from
-/// the file: [`super::outline::Outline::declared_io`].)
-#[cfg(feature = "quantizer")]
-pub fn declared_io(model: &ModelProto) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
-    let Some(graph) = &model.graph else {
-        return (Vec::new(), Vec::new());
-    };
-    let initializers: std::collections::HashSet<&str> =
-        graph.initializer.iter().map(|t| t.name()).collect();
-    let inputs = (graph.input.iter())
-        .filter(|i| !initializers.contains(i.name()))
-        .map(manifest_info)
-        .collect();
-    (inputs, graph.output.iter().map(manifest_info).collect())
-}
+use super::ValueInfoProto;
 
 /// The manifest's record of graph input or output `vi`.
 #[cfg(feature = "quantizer")]
@@ -66,10 +49,14 @@ fn element_type(code: i32) -> Option<ElementType> {
 
 #[cfg(all(test, feature = "quantizer"))]
 mod tests {
+    use prost::Message;
+
     use super::*;
     use crate::onnx;
     use crate::onnx::DataType;
 
+    /// Through the front end's reading of the file ([`super::super::outline`]), which
+    /// builds each record with [`tensor_info`].
     #[test]
     fn declared_io_records_element_types_and_f32_for_types_the_manifest_lacks() {
         let mut unknown = onnx::tensor_info("code99", DataType::Float, Some(&[2]));
@@ -93,11 +80,14 @@ mod tests {
             ],
             ..Default::default()
         };
-        let model = ModelProto {
+        let model = onnx::ModelProto {
+            ir_version: Some(7),
             graph: Some(graph),
             ..Default::default()
         };
-        let (inputs, outputs) = declared_io(&model);
+        let outline =
+            onnx::outline::read("model.onnx".as_ref(), &model.encode_to_vec()).expect("an outline");
+        let (inputs, outputs) = outline.declared_io();
         let types = |infos: &[TensorInfo]| -> Vec<(String, ElementType)> {
             infos.iter().map(|i| (i.name.clone(), i.dtype)).collect()
         };

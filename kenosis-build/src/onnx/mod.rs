@@ -18,8 +18,6 @@ pub mod outline;
 pub mod tensor;
 
 #[cfg(feature = "quantizer")]
-pub use manifest::declared_io;
-#[cfg(feature = "quantizer")]
 pub use model::*;
 #[cfg(feature = "quantizer")]
 pub use proto::*;
