@@ -20,7 +20,12 @@ pub use crate::onnx::NodeRef;
 ///
 /// Every variant names the file it is about, so that a failed `cargo build` tells the user
 /// which model or calibration file to look at.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same sentence as `Display`, then the causes its `source()` chain holds
+/// that the sentence does not already quote, as `anyhow` prints them; so `.expect("kenosis:
+/// quantization failed")` in a build script prints e.g. `kenosis: quantization failed:
+/// /…/models/x.onnx: not a valid ONNX model: the file is empty`, naming the file once.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be read or written.
@@ -91,6 +96,21 @@ pub enum Error {
         /// The measured latencies and the floor.
         report: String,
     },
+    /// The INT8 model's tensors would take more bytes than the whole FP32 model (its file
+    /// and any external data files): the symptom of a weight stored once per reader instead
+    /// of once (issue 54). The build refuses rather than ship a model larger than FP32; see
+    /// `quantize::size` for the invariant.
+    #[error("{path}: the INT8 model would be {size_int8} bytes, {tensor_bytes} of them tensor values, more than the FP32 model's {size_fp32} bytes; refused rather than shipping a model larger than FP32 (a weight quantized once per reader would do this: please report it)")]
+    LargerThanFp32 {
+        /// The model file.
+        path: PathBuf,
+        /// Bytes of the FP32 model: its file, plus its external data files when it has any.
+        size_fp32: usize,
+        /// Bytes the encoded INT8 model would take.
+        size_int8: usize,
+        /// Bytes of the values of the INT8 model's initializers.
+        tensor_bytes: usize,
+    },
     /// A required environment variable (set by cargo for build scripts) is missing.
     #[error("environment variable {name} is not set; kenosis_build::Config::compile must run inside a build script (or set it explicitly)")]
     MissingEnv {
@@ -142,7 +162,7 @@ pub enum Error {
         message: String,
     },
     /// No `kenosis` quantizer of this version could be found or built (see the README,
-    /// "The quantizer").
+    /// "Install", and docs/troubleshooting.md).
     #[error("the kenosis quantizer {identity} is unavailable: {reason}")]
     QuantizerUnavailable {
         /// The version and source hash the build needs.
@@ -156,8 +176,9 @@ pub enum Error {
 /// `ort::Error`. The `ort::Error` itself is not kept: dropping it calls into ONNX Runtime (it
 /// releases the C API's status object), so an error type holding one would link ONNX
 /// Runtime into every program that handles a kenosis-build error, and a build script built
-/// without it (docs.rs, see `Config::compile`) could not link.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// without it (docs.rs, see `Config::compile`) could not link. `Debug` prints the message,
+/// then the code in parentheses.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct OrtFailure {
     /// `ort`'s error code (`ort::ErrorCode`'s variant name).
@@ -179,6 +200,42 @@ impl<R> From<&ort::Error<R>> for OrtFailure {
         Self {
             code: format!("{:?}", e.code()),
             message: e.message().to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for OrtFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::fmt::Debug for Error {
+    /// The `Display` sentence, then `Caused by:` and the causes of the `source()` chain that
+    /// it does not quote already (one per line, numbered when there are several), as
+    /// `anyhow`'s `Debug` prints an error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let message = self.to_string();
+        f.write_str(&message)?;
+        let mut causes = Vec::new();
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                causes.push(text);
+            }
+            next = cause.source();
+        }
+        match causes.as_slice() {
+            [] => Ok(()),
+            [cause] => write!(f, "\n\nCaused by:\n    {cause}"),
+            causes => {
+                f.write_str("\n\nCaused by:")?;
+                causes
+                    .iter()
+                    .enumerate()
+                    .try_for_each(|(i, cause)| write!(f, "\n    {i}: {cause}"))
+            }
         }
     }
 }
@@ -585,6 +642,51 @@ mod tests {
         for (reason, text) in cases {
             assert_eq!(reason.to_string(), text);
         }
+    }
+
+    /// An error with a cause of its own, as an I/O error can wrap one.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the lock is held")]
+    struct Held(#[source] std::io::Error);
+
+    #[test]
+    fn debug_is_the_sentence_then_the_causes_it_does_not_quote() {
+        let missing = || Error::io("m/x.onnx", std::io::ErrorKind::NotFound.into());
+        assert_eq!(format!("{:?}", missing()), "m/x.onnx: entity not found");
+        // The path once: `Quantizer` keeps it as a field, but its message names it already.
+        let quantizer = Error::Quantizer {
+            path: "/p/m.onnx".into(),
+            message: "/p/m.onnx: unsupported model: the graph has no nodes".into(),
+        };
+        assert_eq!(
+            format!("{quantizer:?}"),
+            "/p/m.onnx: unsupported model: the graph has no nodes"
+        );
+        let call = Error::CallSite {
+            file: "src/main.rs".into(),
+            line: 3,
+            model: "x.onnx".into(),
+            source: Box::new(missing()),
+        };
+        assert_eq!(
+            format!("{call:?}"),
+            "src/main.rs:3: include_quantized!(\"x.onnx\"): m/x.onnx: entity not found"
+        );
+        // A cause the sentence does not quote follows it, as anyhow prints one.
+        let denied = std::io::Error::other(Held(std::io::ErrorKind::PermissionDenied.into()));
+        assert_eq!(
+            format!("{:?}", Error::io("cache", denied)),
+            "cache: the lock is held\n\nCaused by:\n    permission denied"
+        );
+        let failure = OrtFailure {
+            code: "InvalidGraph".into(),
+            message: "no kernel for Foo".into(),
+        };
+        assert_eq!(format!("{failure:?}"), "no kernel for Foo (InvalidGraph)");
+        assert_eq!(
+            format!("{:?}", Error::runtime("m.onnx", failure)),
+            "m.onnx: ONNX Runtime: no kernel for Foo"
+        );
     }
 
     #[test]

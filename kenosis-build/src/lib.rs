@@ -235,7 +235,7 @@ pub use kernels::Evaluation;
 /// `quantizer` feature, which links the quantizer into the program.
 #[cfg(feature = "quantizer")]
 pub use {
-    fidelity::{FidelityReport, Measured, SampleSource},
+    fidelity::{FidelityReport, Floor, Measured, OutputFidelity, OutputKind, SampleSource},
     normalize::NormalizeSummary,
     quantize::plan::FloatNode,
     quantize::reason::FloatReason,

@@ -8,7 +8,9 @@ use std::time::Instant;
 use prost::Message;
 
 use crate::calibrate::gram;
-use crate::calibrate::rules::{held_out_count, spread_to_end, synthetic_rejected, MIN_BULK_STEPS};
+use crate::calibrate::rules::{
+    held_out_count, spread_to_end, synthetic_rejected, MIN_BULK_STEPS, MIN_SAMPLES_TO_HOLD_OUT,
+};
 use crate::calibrate::runnable::Blocked;
 use crate::calibrate::session::GramRequest;
 use crate::calibrate::stats::{ChannelAxis, ChannelMoments};
@@ -164,7 +166,8 @@ impl<'p> Planned<'p> {
         keep_float_unmatched.sort_unstable();
         // Nodes that depend on one ONNX Runtime cannot run are kept with their reason; the
         // op itself (no reason given) stays FP32 by its own rule.
-        let reasons = keep_float_reasons(&uncalibratable);
+        let mut reasons = keep_float_reasons(&uncalibratable);
+        reasons.extend(non_finite_weight_readers(graph));
         let mut keep: HashSet<String> = options.keep_float.iter().cloned().collect();
         keep.extend(reasons.keys().cloned());
         let types = crate::types::infer_elem_types(graph);
@@ -233,9 +236,11 @@ impl<'p> Planned<'p> {
             self.path,
         )?;
         let held_out = held_out_count(data.samples.len());
-        // Held out of range calibration when a target or the activation-mode choice is
-        // judged on them.
-        let judged = options.fidelity_target().is_some() || self.compares_activations;
+        // Held out of range calibration whenever real data holds enough samples, and when a
+        // target or the activation-mode choice is judged on them.
+        let judged = options.fidelity_target().is_some()
+            || self.compares_activations
+            || (!data.synthetic && data.samples.len() >= MIN_SAMPLES_TO_HOLD_OUT);
         let calibrated_on = if judged && data.samples.len() > 1 {
             data.samples.len() - held_out
         } else {
@@ -341,6 +346,36 @@ fn keep_float_reasons(uncalibratable: &BTreeMap<String, Blocked>) -> HashMap<Str
         .collect()
 }
 
+/// The nodes that read a float initializer holding NaN or ±inf (a `-inf` mask table),
+/// with [`FloatReason::NonFinite`]: they stay FP32, so the table keeps its values; what they
+/// compute from it is kept float by calibration when it carries non-finite values too (see
+/// [`unfit_tensors`]). Weights read through `Identity` nodes are read directly by now:
+/// normalization folds those (`normalize::layout::fold`).
+fn non_finite_weight_readers(graph: &onnx::GraphProto) -> HashMap<String, FloatReason> {
+    use kenosis_numerics::stats::count_non_finite;
+    let non_finite: HashSet<&str> = (graph.initializer.iter())
+        .filter(|t| t.elem_type() == DataType::Float)
+        .filter(|t| onnx::tensor::to_f32(t).is_ok_and(|v| count_non_finite(&v) > 0))
+        .map(|t| t.name())
+        .collect();
+    (graph.node.iter())
+        .filter_map(|node| {
+            let tensor = node
+                .input
+                .iter()
+                .find(|i| non_finite.contains(i.as_str()))?;
+            let reason = FloatReason::NonFinite {
+                tensor: tensor.clone(),
+            };
+            Some((node.name().to_owned(), reason))
+        })
+        .collect()
+}
+
+/// Shortest time the search for the default floor may take (see
+/// [`Calibrated::meet_target`]).
+const MIN_FLOOR_SEARCH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Placements the speed check tries again before it ships FP32 (see
 /// `Calibrated::meet_speedup`).
 const REVISIONS: usize = 2;
@@ -421,8 +456,13 @@ impl Calibrated<'_> {
                 .build(kept)
                 .map_err(|r| Error::unsupported(planned.path, r))
         };
-        let (built, fidelity) =
-            self.meet_target(built, &mut kept, |k| build(&builder, k), options)?;
+        let (built, fidelity) = self.meet_target(
+            built,
+            &mut kept,
+            |k| build(&builder, k),
+            options,
+            started.elapsed(),
+        )?;
         let (built, fidelity, speed) = self.meet_speedup(
             (built, fidelity),
             (&mut builder, &kept, build),
@@ -594,7 +634,7 @@ impl Calibrated<'_> {
             let revised = build(builder, kept)?;
             let mut kept = kept.clone();
             let (revised, revised_fidelity) =
-                self.meet_target(revised, &mut kept, |k| build(builder, k), options)?;
+                self.meet_target(revised, &mut kept, |k| build(builder, k), options, spent)?;
             (built, fidelity) = (revised, revised_fidelity);
             report = speed::SpeedReport {
                 revisions,
@@ -605,16 +645,19 @@ impl Calibrated<'_> {
         Ok((built, fidelity, Some(speed::SpeedCheck::Measured(report))))
     }
 
-    /// Measures `built` against FP32 and, with a fidelity target, keeps candidates FP32
-    /// until it holds (see [`fidelity::meet_target`]). Nothing is measured when part of the
-    /// model needs a kernel ONNX Runtime lacks, or when no tensor is float and no target
-    /// is set.
+    /// Measures `built` against FP32 and, with a fidelity target (or the default floor, on
+    /// real held-out samples), keeps candidates FP32 until it holds (see
+    /// [`fidelity::meet_target`]); the normalized FP32 model when the default floor is
+    /// missed even so (the report says `floor_missed`). Nothing is measured when part of
+    /// the model needs a kernel ONNX Runtime lacks, or when no tensor is float and no
+    /// target is set.
     fn meet_target(
         &self,
         built: Built,
         kept: &mut KeptFloat,
         build: impl Fn(&KeptFloat) -> Result<Built>,
         options: &QuantizeOptions,
+        spent: std::time::Duration,
     ) -> Result<(Built, Option<fidelity::FidelityReport>)> {
         let planned = &self.planned;
         let (model, path) = (planned.normalized.model(), planned.path);
@@ -640,18 +683,44 @@ impl Calibrated<'_> {
         let candidates = self.candidates(&built);
         // Ranked on the samples ranges were calibrated on, so that the held-out ones that
         // check the target took no part in choosing what to keep.
-        let ranking_samples = &samples[..self.calibrated_on.min(fidelity::RANKING_SAMPLES)];
-        let (built, mut report) = fidelity::meet_target(
+        let was_held_out = self.calibrated_on < samples.len();
+        // The floor's search may take as long as the build before it, at least
+        // `MIN_FLOOR_SEARCH`: the whole build then stays within about twice a build
+        // without it.
+        let deadline = Instant::now() + spent.max(MIN_FLOOR_SEARCH);
+        // The default floor needs real samples the ranges were not fitted to: on synthetic
+        // or calibration samples agreement says too little to send ops back to FP32. It
+        // holds the default int8 weights: `weights = "int4"` trades fidelity for size by
+        // request, and only a target the user names judges that trade.
+        let int8 = matches!(options.weights, kenosis_options::Weights::Int8);
+        let judge = match options.fidelity_target() {
+            Some(target) => Some(fidelity::Judge::Requested(target)),
+            None if was_held_out && !self.data.synthetic && int8 => Some(fidelity::Judge::Floor {
+                floor: fidelity::DEFAULT_FLOOR,
+                deadline,
+            }),
+            None => None,
+        };
+        let ranked = match judge {
+            Some(fidelity::Judge::Floor { .. }) => fidelity::FLOOR_RANKING_SAMPLES,
+            _ => fidelity::RANKING_SAMPLES,
+        };
+        let ranking_samples = &samples[..self.calibrated_on.min(ranked)];
+        let (met, mut report) = fidelity::meet_target(
             &held_out,
             built,
-            options.fidelity_target(),
+            judge,
             || evaluator(ranking_samples),
             &candidates,
             kept,
             build,
         )?;
-        // Also held out without a target when the activation-mode choice was judged on them.
-        report.held_out = self.calibrated_on < samples.len();
+        report.held_out = was_held_out;
+        let built = met.unwrap_or_else(|| Built {
+            model: model.clone(),
+            plan: plan::Plan::default(),
+            rewrite: Default::default(),
+        });
         Ok((built, Some(report)))
     }
 
@@ -742,6 +811,7 @@ impl Calibrated<'_> {
                 Unsupported::TooLarge { bytes: bytes.len() },
             ));
         }
+        crate::quantize::size::check(path, size_fp32, &quantized, bytes.len())?;
         let graph = quantized.graph.unwrap_or_default();
         let report = Report {
             source: path.display().to_string(),
@@ -860,7 +930,7 @@ fn observation_requests(
 }
 
 /// Activation tensors calibration found unfit for uint8, with the reason for the report:
-/// those whose calibrated range is set by rare outliers (see
+/// those that carried NaN or ±inf, those whose calibrated range is set by rare outliers (see
 /// [`calibrate::range::bulk_steps`] and [`MIN_BULK_STEPS`]), and
 /// depthwise inputs with unresolved channels (see
 /// [`crate::quantize::channel_spread::unresolved_depthwise_inputs`]).
@@ -874,6 +944,10 @@ fn unfit_tensors(
     let mut unfit: HashMap<String, FloatReason> = ranges
         .iter()
         .filter_map(|(name, r)| {
+            if histograms[name].non_finite > 0 {
+                let tensor = name.clone();
+                return Some((name.clone(), FloatReason::NonFinite { tensor }));
+            }
             let steps = calibrate::range::bulk_steps(&histograms[name], (r.min, r.max))?;
             (steps < MIN_BULK_STEPS)
                 .then(|| (name.clone(), FloatReason::outlier_dominated(name, steps)))

@@ -54,8 +54,10 @@ pub struct Report {
     /// given); empty with real calibration data.
     #[serde(default)]
     pub synthetic_image_ranges: BTreeMap<String, String>,
-    /// INT8-vs-FP32 agreement on calibration samples, and what a fidelity target did;
-    /// `None` when the model holds an op ONNX Runtime cannot run (see
+    /// INT8-vs-FP32 agreement on held-out samples (calibration samples when too few were
+    /// given or they are synthetic), and what a fidelity target or the default floor did;
+    /// with [`FidelityReport::floor_missed`], the figures of the INT8 model that missed the
+    /// floor, the artifact being FP32. `None` when the model holds an op ONNX Runtime cannot run (see
     /// `crate::calibrate::runnable`), and when the speed check shipped the FP32 model
     /// ([`Report::shipped_fp32`]): the artifact is then FP32, and the agreement of the
     /// slower INT8 model it replaced would describe a model that was not shipped.
@@ -128,14 +130,17 @@ impl Report {
             .iter()
             .map(|(op, n)| format!("{n} {op}"))
             .collect();
+        if let Some(f) = self.fidelity.as_ref().filter(|f| f.floor_missed) {
+            return self.floor_missed_line(f);
+        }
         let fidelity = self.fidelity.as_ref().map_or(String::new(), |f| {
             format!(
-                "; vs FP32 on {} {} samples{}: {}cosine {:.4}{}, top-1 {:.0}%{}{}",
+                "; vs FP32 on {} {} samples{}: {}cosine {:.4}{}, top-1 {:.0}%{}{}{}",
                 f.samples,
-                if f.held_out {
-                    "held-out"
-                } else {
-                    "calibration"
+                match (f.held_out, self.calibration_synthetic) {
+                    (true, _) => "held-out",
+                    (false, true) => "calibration",
+                    (false, false) => "calibration (too few to hold any out)",
                 },
                 match f.evaluation {
                     crate::kernels::Evaluation::HostKernels => String::new(),
@@ -151,6 +156,7 @@ impl Report {
                     String::new()
                 },
                 f.measured.top1_agreement * 100.0,
+                judged_outputs(f),
                 if f.kept_fp32.is_empty() {
                     String::new()
                 } else {
@@ -159,7 +165,11 @@ impl Report {
                         Some(a) if a.mode.contains("int4") => "at int8 weights",
                         _ => "FP32",
                     };
-                    format!(" ({} ops kept {kept} for the target)", f.kept_fp32.len())
+                    let why = match f.default_floor {
+                        Some(_) => "the default fidelity floor",
+                        None => "the target",
+                    };
+                    format!(" ({} ops kept {kept} for {why})", f.kept_fp32.len())
                 },
                 if f.predicts_real_data {
                     ""
@@ -267,6 +277,38 @@ impl Report {
         )
     }
 
+    /// The summary when the INT8 model missed the default fidelity floor (see
+    /// [`FidelityReport::floor_missed`]): the FP32 model shipped, with a warning naming
+    /// what INT8 measured.
+    fn floor_missed_line(&self, f: &FidelityReport) -> String {
+        let floor = f.default_floor.map_or(String::new(), |fl| {
+            format!(
+                " (cosine {}, error {}% of range, arg-max {:.0}%, no non-finite difference)",
+                fl.min_cosine,
+                fl.max_relative_error * 100.0,
+                fl.min_argmax_agreement * 100.0
+            )
+        });
+        format!(
+            "kenosis: warning: kept {} in FP32: INT8 missed the default fidelity floor{floor} \
+             on {} held-out samples: cosine {:.4}{}, still with {} ops back in FP32{}; the \
+             artifact is the FP32 model ({:.1} MB); set `min_cosine` to choose another floor; \
+             {:.1} s",
+            self.source,
+            f.samples,
+            f.measured.mean_cosine,
+            judged_outputs(f),
+            f.kept_fp32.len(),
+            if f.search_stopped {
+                " (the search stopped at its time budget)"
+            } else {
+                ""
+            },
+            self.size_int8 as f64 / 1e6,
+            self.seconds,
+        )
+    }
+
     /// The summary when the speed check shipped the FP32 model (see
     /// [`Report::shipped_fp32`]): what shipped and why, without INT8 figures that describe
     /// no shipped artifact.
@@ -284,6 +326,41 @@ impl Report {
             self.size_int8 as f64 / 1e6,
             self.seconds,
         )
+    }
+}
+
+/// Outputs listed by name with their task-shaped judge in the summary line; more are
+/// counted.
+const LISTED_OUTPUTS: usize = 4;
+
+/// `"; `name` arg-max 97% of 300 rows, `score` error 0.8% of range"`: each compared output's
+/// judge (see [`crate::fidelity::OutputKind`]) and any non-finite mismatches, for the
+/// summary line.
+fn judged_outputs(f: &FidelityReport) -> String {
+    use crate::fidelity::OutputKind;
+    let mut parts: Vec<String> = (f.outputs.iter().take(LISTED_OUTPUTS))
+        .map(|o| {
+            let judge = match (o.kind, o.argmax_agreement, o.relative_error) {
+                (OutputKind::Scores, Some(a), _) => {
+                    format!("arg-max {:.0}% of {} rows", a * 100.0, o.decisive_rows)
+                }
+                (_, _, Some(e)) => format!("error {:.2}% of range", e * 100.0),
+                _ => format!("cosine {:.4}", o.mean_cosine),
+            };
+            let non_finite = match o.non_finite_mismatches {
+                0 => String::new(),
+                n => format!(", {n} non-finite values differ"),
+            };
+            format!("`{}` {judge}{non_finite}", o.name)
+        })
+        .collect();
+    if f.outputs.len() > LISTED_OUTPUTS {
+        parts.push(format!("{} more outputs", f.outputs.len() - LISTED_OUTPUTS));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join(", "))
     }
 }
 

@@ -86,6 +86,77 @@ fn every_hostile_input_gives_its_expected_outcome() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// What `Config::compile().expect("kenosis: quantization failed")`, the usual last line of a
+/// build script, prints when it fails: the panic message, `Debug` of the error after the
+/// text given to `expect`.
+fn expect_message(config: Config) -> String {
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        config.compile().expect("kenosis: quantization failed");
+    }))
+    .expect_err("the build fails");
+    match panic.downcast::<String>() {
+        Ok(text) => *text,
+        Err(_) => panic!("expect panics with a String"),
+    }
+}
+
+#[test]
+fn a_failed_build_script_prints_one_sentence_naming_the_file_once() {
+    let sandbox = tempfile::tempdir().expect("tempdir");
+    let config = |dir: &Path| {
+        Config::new()
+            .manifest_dir(dir)
+            .out_dir(sandbox.path().join("out"))
+            .cache_dir(sandbox.path().join("cache"))
+            .target("x86_64-unknown-linux-gnu")
+            .model("model.onnx")
+    };
+    let empty = sandbox.path().join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    std::fs::write(empty.join("model.onnx"), b"").expect("write");
+    assert_eq!(
+        expect_message(config(&empty)),
+        format!(
+            "kenosis: quantization failed: {}/model.onnx: not a valid ONNX model: the file is \
+             empty",
+            empty.display()
+        )
+    );
+    let missing = sandbox.path().join("missing");
+    std::fs::create_dir_all(&missing).expect("mkdir");
+    assert_eq!(
+        expect_message(config(&missing)),
+        format!(
+            "kenosis: quantization failed: {}/model.onnx: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+    // Corpus cases: the panic is the build's error message, once, after `expect`'s text.
+    for name in [
+        "conv_bias_short_before_batchnorm",
+        "npy_not_npy",
+        "external_in_function",
+    ] {
+        let dir = sandbox.path().join(name);
+        copy_dir(&corpus_dir().join(name), &dir);
+        let expected = std::fs::read_to_string(dir.join("expected.txt"))
+            .expect("expected.txt")
+            .trim_end()
+            .replace("{dir}", &dir.display().to_string());
+        let mut config = config(&dir);
+        if dir.join("calib").is_dir() {
+            config = config.calibration_npy_dir("calib");
+        }
+        let printed = expect_message(config);
+        assert_eq!(printed, format!("kenosis: quantization failed: {expected}"));
+        assert_eq!(
+            printed.matches(&format!("{}/", dir.display())).count(),
+            1,
+            "{printed}"
+        );
+    }
+}
+
 // ---- How the corpus was made. ----------------------------------------------------------
 
 /// [`tiny`] with a second input of `x`'s type named `name`, added to `x` before the first

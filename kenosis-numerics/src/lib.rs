@@ -1,7 +1,8 @@
 //! The numeric kernels of Kenosis's quantizer (crate `kenosis-build`, feature `quantizer`):
 //! streaming calibration statistics, scale and zero-point arithmetic, weight quantization,
-//! input-patch second moments, GPTQ rounding, synthetic calibration images and FLOAT payload
-//! decoding. Plain functions over slices and arrays, with no ONNX types.
+//! input-patch second moments, GPTQ rounding, synthetic calibration images, FLOAT payload
+//! decoding and the fidelity judge's comparisons. Plain functions over slices and arrays,
+//! with no ONNX types.
 //!
 //! They live apart from `kenosis-build` for its build cost. The `kenosis` quantizer binary is
 //! compiled once per machine by a nested `cargo install` that optimizes only the crates its
@@ -15,6 +16,8 @@
 //! and only hands its source folder to `kenosis-build`'s build script, which hashes it into
 //! the quantizer's identity and every cache key.
 
+#[cfg(feature = "kernels")]
+pub mod agreement;
 #[cfg(feature = "kernels")]
 pub mod bytes;
 #[cfg(feature = "kernels")]

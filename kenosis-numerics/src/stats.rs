@@ -53,6 +53,11 @@ impl MinMax {
 /// Number of bins of a [`Histogram`].
 pub const HISTOGRAM_BINS: usize = 2048;
 
+/// How many of `values` are NaN or ±inf.
+pub fn count_non_finite(values: &[f32]) -> u64 {
+    values.iter().filter(|v| !v.is_finite()).count() as u64
+}
+
 /// A fixed-size histogram built in one streaming pass, with exact min/max alongside.
 ///
 /// Bins are `width` wide starting at `origin`. When a value falls outside, the histogram
@@ -73,6 +78,9 @@ pub struct Histogram {
     /// outputs pile a large share there, and every range reproduces 0 exactly (it is the
     /// zero point), so range searches must be able to leave that spike out.
     pub zeros: u64,
+    /// NaN and ±inf values seen (not in `counts`): a tensor that carries them (a `-inf`
+    /// attention mask) cannot be quantized without losing them.
+    pub non_finite: u64,
 }
 
 impl Default for Histogram {
@@ -83,6 +91,7 @@ impl Default for Histogram {
             width: 0.0,
             counts: vec![0; HISTOGRAM_BINS],
             zeros: 0,
+            non_finite: 0,
         }
     }
 }
@@ -90,6 +99,7 @@ impl Default for Histogram {
 impl Histogram {
     /// Folds `values` in (NaN/±inf ignored).
     pub fn update(&mut self, values: &[f32]) {
+        self.non_finite += count_non_finite(values);
         let mut batch = MinMax::default();
         batch.update(values);
         if !batch.is_set() {
@@ -352,9 +362,11 @@ mod tests {
                 expected.counts[k.min(HISTOGRAM_BINS - 1)] += 1;
                 expected.zeros += u64::from(v == 0.0);
             }
+            expected.non_finite += values.iter().filter(|v| !v.is_finite()).count() as u64;
             assert_eq!(h, expected, "after seed {seed}");
         }
         assert!(h.zeros > 2000, "the batches are half zeros");
+        assert!(h.non_finite > 400, "a tenth of the values are NaN or inf");
     }
 
     #[test]

@@ -238,7 +238,8 @@ macro_rules! options {
                     },
                 }
                 /// `min_cosine = x`, `x` in `[-1, 1]`: fidelity floor, the mean cosine similarity
-                /// of the first output to FP32 on held-out samples (default: none).
+                /// to FP32 on held-out samples (default: none, and then real data of 10 or more
+                /// samples is held to `fidelity::DEFAULT_FLOOR`, whose miss ships FP32).
                 min_cosine: f64 {
                     check: $crate::check::min_cosine,
                     merge: replace,
@@ -250,6 +251,8 @@ macro_rules! options {
                         /// `fidelity`) so that it carries over to unseen inputs; the most
                         /// sensitive ops and activations (measured, see `fidelity::meet_target`)
                         /// are kept in FP32 until it holds, else the build fails with a report.
+                        /// It replaces the default floor (`fidelity::DEFAULT_FLOOR`), whose miss
+                        /// ships the FP32 model with a warning instead of failing.
                         ///
                         /// ```no_run
                         /// kenosis_build::Config::new()
@@ -263,7 +266,8 @@ macro_rules! options {
                     },
                 }
                 /// `min_top1_agreement = x`, `x` in `[0, 1]`: fidelity floor, the fraction of
-                /// held-out samples whose first output has FP32's argmax (default: none).
+                /// held-out samples whose first output has FP32's argmax (default: none; see
+                /// `min_cosine` for the default floor). Either replaces the default floor.
                 min_top1_agreement: f64 {
                     check: $crate::check::min_top1_agreement,
                     merge: replace,

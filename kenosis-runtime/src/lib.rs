@@ -87,7 +87,7 @@ pub mod __private {
 ///
 /// # Errors
 /// [`Error::Environment`] when the bundled library cannot be loaded (see the feature's
-/// documentation in the README); never without `bundled-ort`.
+/// documentation in docs/cross-compiling.md); never without `bundled-ort`.
 pub fn ort_init() -> Result<ort::environment::EnvironmentBuilder, Error> {
     #[cfg(feature = "bundled-ort")]
     {

@@ -247,9 +247,20 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
         .iter()
         .filter(|f| f.op_type == "Conv")
         .count();
+    let others: Vec<String> = (q.report.nodes_fp32.iter())
+        .filter(|f| f.op_type == "Conv")
+        .filter(|f| {
+            !large_depthwise.contains(f.name.as_str())
+                && !excitation.contains(f.name.as_str())
+                && !estimated.contains(f.name.as_str())
+        })
+        .map(|f| format!("{}: {}", f.name, f.reason))
+        .collect();
     assert_eq!(
         float_count,
-        large_depthwise.len() + excitation.len() + estimated.len()
+        large_depthwise.len() + excitation.len() + estimated.len(),
+        "other FP32 Convs: {others:?}; {}",
+        q.report.summary_line()
     );
     assert!(float_count < convs_in(graph), "some Convs stay INT8");
     let head = q.report.nodes_fp32.iter().find(|f| f.op_type == "MatMul");

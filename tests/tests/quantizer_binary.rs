@@ -98,7 +98,7 @@ fn a_quantizer_of_another_version_is_refused_naming_it() {
     let (ok, text) = build(krate.path(), &[("KENOSIS_QUANTIZER", fake.as_os_str())]);
     assert!(!ok, "an old quantizer was used:\n{text}");
     assert!(
-        text.contains("QuantizerUnavailable")
+        text.contains("is unavailable")
             && text.contains("is kenosis 0.0.1 (source 00)")
             && text.contains("cargo install kenosis-cli"),
         "{text}"

@@ -14,6 +14,17 @@
 //! uint8 and bool, and refuses anything else with a [`BadNpy`] naming what is wrong, before
 //! allocating more than the file holds: the header is parsed from the file's bytes and the
 //! data it declares must be exactly the bytes after it.
+//!
+//! Why not `ndarray-npy` (or `npyz`, which parses headers with the same `py_literal`): both
+//! cost the user something this reader does not. `ndarray-npy` 0.10 allocates the header
+//! length and the data length a header declares before reading them, so a corrupt or hostile
+//! file aborts the quantizer (`memory allocation of 13194139533312 bytes failed` on
+//! `tests/hostile/npy_shape_beyond_data`) where this reader returns [`BadNpy::Size`]; and
+//! its header parser (`py_literal`, `pest` and its derive, `num-bigint`, `stacker`...) adds
+//! about 38 s to the release build of the `kenosis` quantizer that each user's machine makes
+//! once per version (measured in December 2026: a crate of `ndarray` alone against one with
+//! `ndarray-npy` too, `cargo build --release`, 2 cores). Loading is no faster with it: 100
+//! float32 files of `[1, 3, 224, 224]` read in 13.5 ms here against 14.9 ms with it.
 
 use ndarray::{ArrayD, IxDyn, ShapeBuilder};
 

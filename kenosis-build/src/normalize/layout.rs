@@ -16,11 +16,17 @@ use std::collections::{HashMap, HashSet};
 use crate::onnx::{attr, tensor, DataType, GraphProto, NodeProto};
 
 /// Replaces every foldable layout op (see the module docs) of the main graph by an
-/// initializer named after its output, in topological order so that chains fold in one
-/// pass. A node whose output is a graph output, whose shape or axes operand is not a
-/// constant, or whose result would not hold the same number of values is left as it is
-/// (ONNX Runtime reports a malformed one when it loads the model). Returns the number of
-/// nodes folded.
+/// initializer, in topological order so that chains fold in one pass. A node whose output is
+/// a graph output, whose shape or axes operand is not a constant, or whose result would not
+/// hold the same number of values is left as it is (ONNX Runtime reports a malformed one
+/// when it loads the model). Returns the number of nodes folded.
+///
+/// A fold whose result has its source's dims (an `Identity`, a no-op `Reshape`) reads the
+/// source itself, and folds of one source to the same dims read one initializer: a weight an
+/// exporter shares between layers through `Identity` nodes (ALBERT's, whose layers all read
+/// one set of weights) stays one initializer, which the quantizer then quantizes once (issue
+/// 54). Otherwise the result is a new initializer named after the node's output. Outputs a
+/// subgraph reads keep their own initializer: only the main graph's readers are renamed.
 pub fn fold(graph: &mut GraphProto) -> usize {
     let outputs: HashSet<String> = graph.output.iter().map(|o| o.name().to_owned()).collect();
     let mut initializer: HashMap<String, usize> = graph
@@ -29,6 +35,10 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         .enumerate()
         .map(|(k, t)| (t.name().to_owned(), k))
         .collect();
+    let in_subgraphs = subgraph_inputs(graph);
+    // Folded output → the initializer it reads instead; (source, dims) → initializer.
+    let mut aliases: HashMap<String, String> = HashMap::new();
+    let mut folded: HashMap<(String, Vec<i64>), String> = HashMap::new();
     let mut removed = HashSet::new();
     for i in 0..graph.node.len() {
         let node = &graph.node[i];
@@ -41,6 +51,7 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         {
             continue;
         }
+        let data = aliases.get(data).unwrap_or(data);
         let Some(&k) = initializer.get(data) else {
             continue;
         };
@@ -60,16 +71,55 @@ pub fn fold(graph: &mut GraphProto) -> usize {
         if count.is_none() || count != tensor::element_count(&source.dims) {
             continue;
         }
-        let mut folded = source.clone();
-        folded.name = Some(out.clone());
-        folded.dims = dims;
-        initializer.insert(out.clone(), graph.initializer.len());
-        graph.initializer.push(folded);
+        let same = if dims == source.dims {
+            Some(data.clone())
+        } else {
+            folded.get(&(data.clone(), dims.clone())).cloned()
+        };
+        match same.filter(|_| !in_subgraphs.contains(out)) {
+            Some(existing) => {
+                aliases.insert(out.clone(), existing);
+            }
+            None => {
+                let mut copy = source.clone();
+                copy.name = Some(out.clone());
+                copy.dims = dims.clone();
+                folded.insert((data.clone(), dims), out.clone());
+                initializer.insert(out.clone(), graph.initializer.len());
+                graph.initializer.push(copy);
+            }
+        }
         removed.insert(i);
     }
     super::remove_nodes(graph, &removed);
+    for node in &mut graph.node {
+        for input in &mut node.input {
+            if let Some(to) = aliases.get(input) {
+                input.clone_from(to);
+            }
+        }
+    }
     super::prune_unused_initializers(graph);
     removed.len()
+}
+
+/// Names the nodes of `graph`'s subgraphs (at any depth) read.
+fn subgraph_inputs(graph: &GraphProto) -> HashSet<String> {
+    fn collect(graph: &GraphProto, used: &mut HashSet<String>) {
+        for node in &graph.node {
+            used.extend(node.input.iter().cloned());
+            for g in crate::onnx::subgraphs(node) {
+                collect(g, used);
+            }
+        }
+    }
+    let mut used = HashSet::new();
+    for node in &graph.node {
+        for g in crate::onnx::subgraphs(node) {
+            collect(g, &mut used);
+        }
+    }
+    used
 }
 
 /// The dims `node` gives a tensor of dims `dims`, for the layout ops this module folds, in
@@ -216,6 +266,77 @@ mod tests {
         assert_eq!(dims_of(g, "w3"), Some(vec![1, 6]));
         let w3 = g.initializer.iter().find(|t| t.name() == "w3").unwrap();
         assert_eq!(tensor::to_f32(w3).unwrap(), values);
+    }
+
+    /// ALBERT's export: every layer reads the one weight through its own `Identity`, some
+    /// through two; a weight reshaped the same way twice is one initializer too.
+    #[test]
+    fn identity_chains_and_repeated_folds_of_a_weight_read_one_initializer() {
+        let values: Vec<f32> = (0..6).map(|v| v as f32).collect();
+        let mut m = model(
+            vec![
+                node("Identity", &["w"], "w_layer1"),
+                node("Identity", &["w"], "w_layer2"),
+                node("Identity", &["w_layer2"], "w_layer2b"),
+                node("MatMul", &["x", "w_layer1"], "a"),
+                node("MatMul", &["a", "w_layer2b"], "b"),
+                node("Reshape", &["v", "shape"], "v1"),
+                node("Reshape", &["v", "shape"], "v2"),
+                node("Add", &["b", "v1"], "c"),
+                node("Add", &["c", "v2"], "y"),
+            ],
+            &["y"],
+            vec![
+                tensor::from_f32("w", &[2, 3], &values),
+                tensor::from_f32("v", &[6], &values),
+                tensor::from_i64("shape", &[2], &[2, 3]),
+            ],
+        );
+        let g = m.graph.as_mut().unwrap();
+        assert_eq!(fold(g), 5);
+        let inputs: Vec<&[String]> = g.node.iter().map(|n| n.input.as_slice()).collect();
+        assert_eq!(
+            inputs,
+            [&["x", "w"][..], &["a", "w"], &["b", "v1"], &["c", "v1"]]
+        );
+        let mut names: Vec<&str> = g.initializer.iter().map(|t| t.name()).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["v1", "w"],
+            "one initializer per distinct value and shape"
+        );
+        assert_eq!(dims_of(g, "v1"), Some(vec![2, 3]));
+    }
+
+    #[test]
+    fn an_identity_output_a_subgraph_reads_keeps_its_own_initializer() {
+        let branch = GraphProto {
+            node: vec![node("Add", &["w_copy", "w_copy"], "z")],
+            output: vec![crate::test_support::float_value("z")],
+            ..Default::default()
+        };
+        let mut r#if = node("If", &["cond"], "y");
+        for name in ["then_branch", "else_branch"] {
+            r#if.attribute.push(crate::onnx::AttributeProto {
+                name: Some(name.into()),
+                g: Some(branch.clone()),
+                ..Default::default()
+            });
+        }
+        let mut m = model(
+            vec![
+                node("Identity", &["w"], "w_copy"),
+                node("Mul", &["x", "w_copy"], "cond"),
+                r#if,
+            ],
+            &["y"],
+            vec![tensor::from_f32("w", &[1], &[1.0])],
+        );
+        let g = m.graph.as_mut().unwrap();
+        assert_eq!(fold(g), 1);
+        assert_eq!(g.node[0].input, ["x", "w_copy"]);
+        assert_eq!(dims_of(g, "w_copy"), Some(vec![1]));
     }
 
     #[test]

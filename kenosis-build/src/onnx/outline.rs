@@ -5,17 +5,17 @@
 //! The quantizer decodes the whole `ModelProto` with the generated types of [`super`]
 //! (`prost`); the front end needs these few fields on every build, cache hits included, and
 //! reads them here so that a downstream build compiles neither the generated types nor
-//! `prost`'s derive macros (see docs/design.md, "Build cost"). The format is the Protocol
-//! Buffers encoding (<https://protobuf.dev/programming-guides/encoding/>): a message is a
-//! sequence of fields, each a varint key (field number << 3 | wire type) and a value, a varint
-//! (type 0), 8 bytes (1), a varint length and that many bytes (2: strings and nested
-//! messages) or 4 bytes (5). Field numbers are those of `onnx.proto` beside this file.
+//! `prost`'s derive macros (see docs/design.md, "Build cost"). The wire format itself (keys,
+//! varints, fixed-width and length-delimited values) is decoded by `quick-protobuf`'s
+//! [`BytesReader`], a dependency-light decoder (only `byteorder`); this module walks the
+//! messages, knowing `onnx.proto`'s field numbers (the file beside this one).
 //!
 //! Tensors are looked for in the places [`super::external`] lists, the same places its
 //! walk over a decoded model visits. Fields this reader does not need are skipped, checked
-//! only for their length; the quantizer's full decode checks the rest.
+//! only for their framing; the quantizer's full decode checks the rest.
 
 use kenosis_manifest::TensorInfo;
+use quick_protobuf::BytesReader;
 
 /// How deeply messages may nest (graphs in attributes of nodes in graphs...): `prost`'s
 /// default recursion limit, so that both readers refuse the same hostile nesting.
@@ -124,6 +124,56 @@ pub fn read(path: &std::path::Path, bytes: &[u8]) -> Result<Outline, super::Inva
     })
 }
 
+/// Why bytes are not protobuf along the fields the outline reads: the reason of
+/// [`super::InvalidModel`] (its text, after `protobuf decoding failed: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    /// A key or a value ends past the end of its message (or of the file).
+    #[error("{} is truncated: it runs past the end of its message", .0.map_or("a field key".to_owned(), |f| format!("field {f}")))]
+    Truncated(Option<u32>),
+    /// A varint runs over more than 10 bytes, the most a 64-bit value takes.
+    #[error("{} is a varint longer than 10 bytes", .0.map_or("a field key".to_owned(), |f| format!("field {f}")))]
+    LongVarint(Option<u32>),
+    /// A key's field number is 0 or does not fit in 32 bits.
+    #[error("invalid field number {0}")]
+    FieldNumber(u64),
+    /// A group (wire types 3 and 4), which proto3 dropped and ONNX does not use.
+    #[error("field {0} is a group, which ONNX does not use")]
+    Group(u32),
+    /// A wire type the encoding does not define (6 or 7).
+    #[error("field {field} has invalid wire type {wire_type}")]
+    WireType {
+        /// The field number.
+        field: u32,
+        /// The key's low three bits.
+        wire_type: u8,
+    },
+    /// A field `onnx.proto` declares as a string or a message comes as another wire type.
+    #[error("field {0} is not length-delimited")]
+    NotLengthDelimited(u32),
+    /// A field `onnx.proto` declares as an integer comes as another wire type.
+    #[error("field {0} is not a varint")]
+    NotVarint(u32),
+    /// A string field holds bytes that are not UTF-8.
+    #[error("field {0} is a string of invalid UTF-8")]
+    Utf8(u32),
+    /// Messages nest deeper than `prost`'s recursion limit.
+    #[error("messages nest deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+}
+
+impl WireError {
+    /// `quick-protobuf`'s error while reading the key (`field` `None`) or a value of `field`.
+    /// [`BytesReader`] on a slice fails only by running out of bytes or on an overlong
+    /// varint; anything else it could report is taken as truncation too.
+    fn decoding(field: Option<u32>, e: &quick_protobuf::Error) -> Self {
+        match e {
+            quick_protobuf::Error::Varint => WireError::LongVarint(field),
+            _ => WireError::Truncated(field),
+        }
+    }
+}
+
 /// One field's value.
 enum Value<'a> {
     Varint(u64),
@@ -133,76 +183,72 @@ enum Value<'a> {
 }
 
 impl<'a> Value<'a> {
-    fn bytes(self, field: u32) -> Result<&'a [u8], String> {
+    fn bytes(self, field: u32) -> Result<&'a [u8], WireError> {
         match self {
             Value::Bytes(b) => Ok(b),
-            _ => Err(format!("field {field} is not length-delimited")),
+            _ => Err(WireError::NotLengthDelimited(field)),
         }
     }
 
-    fn varint(self, field: u32) -> Result<u64, String> {
+    fn varint(self, field: u32) -> Result<u64, WireError> {
         match self {
             Value::Varint(v) => Ok(v),
-            _ => Err(format!("field {field} is not a varint")),
+            _ => Err(WireError::NotVarint(field)),
         }
     }
 
-    fn string(self, field: u32) -> Result<String, String> {
+    fn string(self, field: u32) -> Result<String, WireError> {
         let bytes = self.bytes(field)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| format!("field {field} is a string of invalid UTF-8"))
+        String::from_utf8(bytes.to_vec()).map_err(|_| WireError::Utf8(field))
     }
 }
 
-/// Calls `f` with each field of the message `bytes`, in order.
+/// Calls `f` with each field of the message `bytes`, in order, as [`BytesReader`] decodes
+/// them.
 fn fields<'a>(
-    mut bytes: &'a [u8],
-    mut f: impl FnMut(u32, Value<'a>) -> Result<(), String>,
-) -> Result<(), String> {
-    while !bytes.is_empty() {
-        let key = varint(&mut bytes)?;
+    bytes: &'a [u8],
+    mut f: impl FnMut(u32, Value<'a>) -> Result<(), WireError>,
+) -> Result<(), WireError> {
+    let mut reader = BytesReader::from_bytes(bytes);
+    while !reader.is_eof() {
+        // The key as a 64-bit varint: `next_tag` would drop bits past 32 (prost refuses them).
+        let key = (reader.read_varint64(bytes)).map_err(|e| WireError::decoding(None, &e))?;
         let field = u32::try_from(key >> 3)
             .ok()
             .filter(|&n| n > 0)
-            .ok_or_else(|| format!("invalid field number {}", key >> 3))?;
+            .ok_or(WireError::FieldNumber(key >> 3))?;
+        let decoding = |e| WireError::decoding(Some(field), &e);
         let value = match key & 7 {
-            0 => Value::Varint(varint(&mut bytes)?),
-            1 => split(&mut bytes, 8, field).map(|_| Value::Fixed)?,
+            0 => Value::Varint(reader.read_varint64(bytes).map_err(decoding)?),
+            1 => reader
+                .read_fixed64(bytes)
+                .map(|_| Value::Fixed)
+                .map_err(decoding)?,
             2 => {
-                let len = varint(&mut bytes)?;
-                Value::Bytes(split(&mut bytes, len, field)?)
+                // `read_bytes` takes the length as a 32-bit varint, dropping higher bits: a
+                // longer length is refused first, as one past the end.
+                let mut peek = reader.clone();
+                let len = peek.read_varint64(bytes).map_err(decoding)?;
+                if usize::try_from(len).map_or(true, |len| len > peek.len()) {
+                    return Err(WireError::Truncated(Some(field)));
+                }
+                Value::Bytes(reader.read_bytes(bytes).map_err(decoding)?)
             }
-            5 => split(&mut bytes, 4, field).map(|_| Value::Fixed)?,
-            3 | 4 => return Err(format!("field {field} is a group, which ONNX does not use")),
-            t => return Err(format!("field {field} has invalid wire type {t}")),
+            5 => reader
+                .read_fixed32(bytes)
+                .map(|_| Value::Fixed)
+                .map_err(decoding)?,
+            3 | 4 => return Err(WireError::Group(field)),
+            t => {
+                return Err(WireError::WireType {
+                    field,
+                    wire_type: t as u8,
+                })
+            }
         };
         f(field, value)?;
     }
     Ok(())
-}
-
-/// The first `n` bytes of `bytes` (the value of field `field`), which then start after them.
-fn split<'a>(bytes: &mut &'a [u8], n: u64, field: u32) -> Result<&'a [u8], String> {
-    let n = usize::try_from(n)
-        .ok()
-        .filter(|&n| n <= bytes.len())
-        .ok_or_else(|| format!("field {field} runs past the end of its message"))?;
-    let (value, rest) = bytes.split_at(n);
-    *bytes = rest;
-    Ok(value)
-}
-
-/// Reads a varint from the front of `bytes` (at most 10 bytes, as for a 64-bit value).
-fn varint(bytes: &mut &[u8]) -> Result<u64, String> {
-    let mut value = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            *bytes = &bytes[i + 1..];
-            return Ok(value);
-        }
-    }
-    Err("a varint is truncated or longer than 10 bytes".into())
 }
 
 /// The walk's state: what has been read so far.
@@ -225,7 +271,7 @@ enum Graph {
 
 impl Reader {
     /// `ModelProto`: `ir_version` 1, `graph` 7, `training_info` 20, `functions` 25.
-    fn model(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn model(&mut self, bytes: &[u8]) -> Result<(), WireError> {
         fields(bytes, |field, value| match field {
             // int64 from a varint: two's complement, as prost reads it.
             1 => {
@@ -243,7 +289,7 @@ impl Reader {
     }
 
     /// `TrainingInfoProto`: `initialization` 1, `algorithm` 2.
-    fn training_info(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+    fn training_info(&mut self, bytes: &[u8], depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             1 | 2 => self.graph(value.bytes(field)?, Graph::Sub, depth),
@@ -252,7 +298,7 @@ impl Reader {
     }
 
     /// `FunctionProto`: `node` 7, `attribute_proto` 11.
-    fn function(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+    fn function(&mut self, bytes: &[u8], depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             7 => self.node(value.bytes(field)?, depth),
@@ -263,7 +309,7 @@ impl Reader {
 
     /// `GraphProto`: `node` 1, `initializer` 5, `input` 11, `output` 12,
     /// `sparse_initializer` 15.
-    fn graph(&mut self, bytes: &[u8], which: Graph, depth: u32) -> Result<(), String> {
+    fn graph(&mut self, bytes: &[u8], which: Graph, depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             1 => self.node(value.bytes(field)?, depth),
@@ -290,7 +336,7 @@ impl Reader {
     }
 
     /// `NodeProto`: `attribute` 5.
-    fn node(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+    fn node(&mut self, bytes: &[u8], depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             5 => self.attribute(value.bytes(field)?, depth),
@@ -300,7 +346,7 @@ impl Reader {
 
     /// `AttributeProto`: `t` 5 and `tensors` 10, `g` 6 and `graphs` 11, `sparse_tensor` 22
     /// and `sparse_tensors` 23.
-    fn attribute(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+    fn attribute(&mut self, bytes: &[u8], depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             5 | 10 => self.tensor(value.bytes(field)?, depth).map(drop),
@@ -311,7 +357,7 @@ impl Reader {
     }
 
     /// `SparseTensorProto`: `values` 1, `indices` 2.
-    fn sparse(&mut self, bytes: &[u8], depth: u32) -> Result<(), String> {
+    fn sparse(&mut self, bytes: &[u8], depth: u32) -> Result<(), WireError> {
         let depth = deeper(depth)?;
         fields(bytes, |field, value| match field {
             1 | 2 => self.tensor(value.bytes(field)?, depth).map(drop),
@@ -322,7 +368,7 @@ impl Reader {
     /// `TensorProto`: `name` 8, `external_data` 13 (`StringStringEntryProto`: `key` 1,
     /// `value` 2), `data_location` 14. Records the tensor when it is external; returns its
     /// name.
-    fn tensor(&mut self, bytes: &[u8], depth: u32) -> Result<String, String> {
+    fn tensor(&mut self, bytes: &[u8], depth: u32) -> Result<String, WireError> {
         let depth = deeper(depth)?;
         let mut tensor = ExternalTensor::default();
         let mut location = 0;
@@ -347,14 +393,14 @@ impl Reader {
 ///
 /// # Errors
 /// Past [`MAX_DEPTH`].
-fn deeper(depth: u32) -> Result<u32, String> {
+fn deeper(depth: u32) -> Result<u32, WireError> {
     (depth < MAX_DEPTH)
         .then_some(depth + 1)
-        .ok_or_else(|| format!("messages nest deeper than {MAX_DEPTH} levels"))
+        .ok_or(WireError::TooDeep)
 }
 
 /// `StringStringEntryProto`: `key` 1, `value` 2.
-fn entry(bytes: &[u8], depth: u32) -> Result<(String, String), String> {
+fn entry(bytes: &[u8], depth: u32) -> Result<(String, String), WireError> {
     deeper(depth)?;
     let (mut key, mut val) = (String::new(), String::new());
     fields(bytes, |field, value| {
@@ -369,7 +415,7 @@ fn entry(bytes: &[u8], depth: u32) -> Result<(String, String), String> {
 }
 
 /// `ValueInfoProto`: `name` 1, `type` 2.
-fn value_info(bytes: &[u8], depth: u32) -> Result<Declared, String> {
+fn value_info(bytes: &[u8], depth: u32) -> Result<Declared, WireError> {
     let depth = deeper(depth)?;
     let mut declared = Declared::default();
     fields(bytes, |field, value| {
@@ -386,7 +432,11 @@ fn value_info(bytes: &[u8], depth: u32) -> Result<Declared, String> {
 /// `TypeProto` into `tensor`: `tensor_type` 1; `sequence_type` 4, `map_type` 5,
 /// `sparse_tensor_type` 8 and `optional_type` 9 are other types of the same `oneof`, the last
 /// one written wins.
-fn type_proto(bytes: &[u8], depth: u32, tensor: &mut Option<DeclaredTensor>) -> Result<(), String> {
+fn type_proto(
+    bytes: &[u8],
+    depth: u32,
+    tensor: &mut Option<DeclaredTensor>,
+) -> Result<(), WireError> {
     let depth = deeper(depth)?;
     fields(bytes, |field, value| {
         match field {
@@ -399,7 +449,7 @@ fn type_proto(bytes: &[u8], depth: u32, tensor: &mut Option<DeclaredTensor>) -> 
 }
 
 /// `TypeProto.Tensor`: `elem_type` 1, `shape` 2.
-fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, String> {
+fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, WireError> {
     let depth = deeper(depth)?;
     let mut tensor = DeclaredTensor::default();
     fields(bytes, |field, value| {
@@ -419,7 +469,7 @@ fn tensor_type(bytes: &[u8], depth: u32) -> Result<DeclaredTensor, String> {
 }
 
 /// `TensorShapeProto`: `dim` 1, each appended to `dims`.
-fn shape(bytes: &[u8], depth: u32, dims: &mut Vec<Option<i64>>) -> Result<(), String> {
+fn shape(bytes: &[u8], depth: u32, dims: &mut Vec<Option<i64>>) -> Result<(), WireError> {
     let depth = deeper(depth)?;
     fields(bytes, |field, value| {
         if field == 1 {
@@ -431,7 +481,7 @@ fn shape(bytes: &[u8], depth: u32, dims: &mut Vec<Option<i64>>) -> Result<(), St
 
 /// `TensorShapeProto.Dimension`, the `oneof` `dim_value` 1 or `dim_param` 2: the value when
 /// it is positive, `None` when symbolic, unset or not positive.
-fn dimension(bytes: &[u8], depth: u32) -> Result<Option<i64>, String> {
+fn dimension(bytes: &[u8], depth: u32) -> Result<Option<i64>, WireError> {
     deeper(depth)?;
     let mut dim = None;
     fields(bytes, |field, value| {
@@ -653,6 +703,49 @@ mod tests {
         let bad_name = [0x08, 0x07, 0x3a, 0x05, 0x5a, 0x03, 0x0a, 0x01, 0xff];
         assert!(error(&bad_name).is_some_and(|e| e.contains("UTF-8")));
         assert!(error(b"\x08\x07\x38\x01").is_some_and(|e| e.contains("not length-delimited")));
+        // Wire types 6 and 7 do not exist.
+        assert_eq!(
+            error(b"\x08\x07\x3e").as_deref(),
+            Some(
+                "model.onnx: not a valid ONNX model: protobuf decoding failed: field 7 has \
+                 invalid wire type 6"
+            )
+        );
+        // A varint of 11 bytes.
+        let long = [&[0x08][..], &[0xff; 10], &[0x01]].concat();
+        assert!(error(&long).is_some_and(|e| e.contains("field 1 is a varint longer than 10")));
+        // Fixed-width fields nobody reads are skipped, but must be whole.
+        let fixed = b"\x08\x07\x3a\x00\x19\x01\x02\x03\x04\x05\x06\x07\x08\x25\x01\x02\x03\x04";
+        assert_eq!(read(PATH.as_ref(), fixed).map(|o| o.ir_version), Ok(7));
+        assert_eq!(
+            error(&fixed[..fixed.len() - 1]).as_deref(),
+            Some(
+                "model.onnx: not a valid ONNX model: protobuf decoding failed: field 4 is \
+                 truncated: it runs past the end of its message"
+            )
+        );
+    }
+
+    /// Lengths and keys are 64-bit varints whose high bits count: `quick-protobuf`'s 32-bit
+    /// readers of them would drop those bits, and read what `prost` refuses.
+    #[test]
+    fn lengths_and_field_numbers_past_32_bits_are_refused_as_prost_refuses_them() {
+        // The graph's length is 2^32 + 2, followed by 2 bytes that would be a graph.
+        let length = b"\x08\x07\x3a\x82\x80\x80\x80\x10\x10\x01";
+        assert!(onnx::ModelProto::decode(&length[..]).is_err());
+        let e = read(PATH.as_ref(), length).expect_err("a length past the end");
+        assert_eq!(
+            e.reason,
+            "protobuf decoding failed: field 7 is truncated: it runs past the end of its message"
+        );
+        // A key of field number 2^32.
+        let key = b"\x08\x07\x3a\x00\x80\x80\x80\x80\x80\x01\x01";
+        assert!(onnx::ModelProto::decode(&key[..]).is_err());
+        let e = read(PATH.as_ref(), key).expect_err("a field number past 32 bits");
+        assert_eq!(
+            e.reason,
+            "protobuf decoding failed: invalid field number 4294967296"
+        );
     }
 
     /// A graph holding `levels` graphs, each in an attribute of a node of the one above.

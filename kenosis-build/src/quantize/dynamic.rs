@@ -30,7 +30,7 @@
 //! "LLM.int8()"; Xiao et al., 2023, "SmoothQuant"), where a static range calibrated on other
 //! inputs clips them or wastes its steps. The price is one pass over `x` to find its range.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::weights;
 use crate::error::BadTensor;
@@ -264,7 +264,11 @@ pub fn plan(
 /// moved since) into the dynamic form described in the [module docs](self): weights as int8
 /// with per-column scales (with `reduce_range`, for x86 kernels without VNNI whose
 /// `VPMADDUBSW` pairs saturate on 8-bit weights, on the pair-safe grid of
-/// [`weights::quantize_pair_safe`]), tables as int8 with per-column scales.
+/// [`weights::quantize_pair_safe`]), tables as int8 with per-column scales. A weight or
+/// table several nodes read (directly, or through `Identity` nodes, which normalization
+/// folds into the one initializer) is stored once, as one int8 tensor with one set of
+/// scales, and so is a Gemm bias: only nodes that make a different `[K, N]` matrix of it (a
+/// Gemm's `transB` or `alpha`) get their own copy.
 /// The rewritten nodes keep their output names; the caller sorts the graph topologically
 /// afterwards.
 ///
@@ -284,6 +288,11 @@ pub fn rewrite(
 
     // One DynamicQuantizeLinear per input tensor: (codes, scale, zero point).
     let mut quantized: BTreeMap<String, [String; 3]> = BTreeMap::new();
+    // One int8 copy per weight and form (see `WeightForm`), shared by the nodes reading it
+    // (an ALBERT-style model's layers): (codes, scales, zero points); one float copy per
+    // Gemm bias and `beta`.
+    let mut weights_done: HashMap<WeightForm, [String; 3]> = HashMap::new();
+    let mut biases_done: HashMap<(String, u32), String> = HashMap::new();
     for m in &plan.matmuls {
         let node = &graph.node[m.node];
         let x = node.input[0].clone();
@@ -307,24 +316,36 @@ pub fn rewrite(
                 outs
             })
             .clone();
-        let (w, bias) = weight_matrix(graph, &index, node, m)?;
-        let dims = [m.k as i64, m.n as i64];
-        let q = if reduce_range {
-            weights::quantize_pair_safe(&w, &dims, 1, None)
+        let form = WeightForm::of(node);
+        let (w, bias) = if weights_done.contains_key(&form) {
+            (Vec::new(), gemm_bias(graph, &index, node)?)
         } else {
-            weights::quantize(&w, &dims, Some(1), false, None)
+            weight_matrix(graph, &index, node, m)?
         };
+        let dims = [m.k as i64, m.n as i64];
         let base = node.name().to_owned();
-        let w_name = &node.input[1];
-        let [w_q, w_scale, w_zero] = [
-            names.fresh(&format!("{w_name}_quantized")),
-            names.fresh(&format!("{w_name}_scale")),
-            names.fresh(&format!("{w_name}_zero_point")),
-        ];
-        let n = [m.n as i64];
-        initializers.push(tensor::from_i8(&w_q, &dims, &q.codes));
-        initializers.push(tensor::from_f32(&w_scale, &n, &q.scales));
-        initializers.push(tensor::from_i8(&w_zero, &n, &vec![0; m.n]));
+        let [w_q, w_scale, w_zero] = match weights_done.get(&form) {
+            Some(done) => done.clone(),
+            None => {
+                let q = if reduce_range {
+                    weights::quantize_pair_safe(&w, &dims, 1, None)
+                } else {
+                    weights::quantize(&w, &dims, Some(1), false, None)
+                };
+                let w_name = &node.input[1];
+                let made = [
+                    names.fresh(&format!("{w_name}_quantized")),
+                    names.fresh(&format!("{w_name}_scale")),
+                    names.fresh(&format!("{w_name}_zero_point")),
+                ];
+                let n = [m.n as i64];
+                initializers.push(tensor::from_i8(&made[0], &dims, &q.codes));
+                initializers.push(tensor::from_f32(&made[1], &n, &q.scales));
+                initializers.push(tensor::from_i8(&made[2], &n, &vec![0; m.n]));
+                weights_done.insert(form, made.clone());
+                made
+            }
+        };
         let [product, product_f, scale, scaled] = [
             names.fresh(&format!("{base}_MatMulInteger_output")),
             names.fresh(&format!("{base}_MatMulInteger_output_float")),
@@ -365,8 +386,17 @@ pub fn rewrite(
             vec![],
         ));
         if let Some((c_dims, c)) = bias {
-            let c_name = names.fresh(&format!("{base}_bias"));
-            initializers.push(tensor::from_f32(&c_name, &c_dims, &c));
+            let beta = attr::float(node, "beta", 1.0).to_bits();
+            let key = (node.input[2].clone(), beta);
+            let c_name = match biases_done.get(&key) {
+                Some(done) => done.clone(),
+                None => {
+                    let c_name = names.fresh(&format!("{base}_bias"));
+                    initializers.push(tensor::from_f32(&c_name, &c_dims, &c));
+                    biases_done.insert(key, c_name.clone());
+                    c_name
+                }
+            };
             nodes.push(make_node(
                 "Add",
                 names.fresh(&format!("{base}_bias_Add")),
@@ -434,6 +464,48 @@ pub fn rewrite(
 /// A Gemm bias as `(dims, values)`, `beta` folded in.
 type Bias = (Vec<i64>, Vec<f32>);
 
+/// What decides the `[K, N]` matrix [`weight_matrix`] makes of a node's weight: the
+/// weight's name and, for a Gemm, `transB` and the bits of `alpha`. Nodes with equal forms
+/// share one int8 copy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WeightForm {
+    weight: String,
+    gemm: Option<(i64, u32)>,
+}
+
+impl WeightForm {
+    fn of(node: &NodeProto) -> Self {
+        let gemm = (node.op_type() == "Gemm").then(|| {
+            let alpha = attr::float(node, "alpha", 1.0).to_bits();
+            (attr::int(node, "transB", 0), alpha)
+        });
+        Self {
+            weight: node.input[1].clone(),
+            gemm,
+        }
+    }
+}
+
+/// A Gemm's bias times `beta` (`None` for a MatMul or a Gemm without one).
+fn gemm_bias(
+    graph: &GraphProto,
+    index: &GraphIndex,
+    node: &NodeProto,
+) -> Result<Option<Bias>, BadTensor> {
+    if node.op_type() != "Gemm" {
+        return Ok(None);
+    }
+    let beta = attr::float(node, "beta", 1.0);
+    match node.input.get(2).filter(|c| !c.is_empty()) {
+        Some(c) => {
+            let t = &graph.initializer[index.initializer[c]];
+            let values = tensor::to_f32(t)?.into_iter().map(|v| beta * v).collect();
+            Ok(Some((t.dims.clone(), values)))
+        }
+        None => Ok(None),
+    }
+}
+
 /// The weight of `node` as a row-major `[K, N]` matrix (a Gemm's `transB` undone and its
 /// `alpha` folded in), and a Gemm's bias times `beta`.
 fn weight_matrix(
@@ -447,7 +519,6 @@ fn weight_matrix(
         return Ok((w, None));
     }
     let alpha = attr::float(node, "alpha", 1.0);
-    let beta = attr::float(node, "beta", 1.0);
     let w: Vec<f32> = if attr::int(node, "transB", 0) != 0 {
         // Stored [N, K].
         (0..m.k * m.n)
@@ -456,15 +527,7 @@ fn weight_matrix(
     } else {
         w.into_iter().map(|v| alpha * v).collect()
     };
-    let bias = match node.input.get(2).filter(|c| !c.is_empty()) {
-        Some(c) => {
-            let t = &graph.initializer[index.initializer[c]];
-            let values = tensor::to_f32(t)?.into_iter().map(|v| beta * v).collect();
-            Some((t.dims.clone(), values))
-        }
-        None => None,
-    };
-    Ok((w, bias))
+    Ok((w, gemm_bias(graph, index, node)?))
 }
 
 #[cfg(test)]

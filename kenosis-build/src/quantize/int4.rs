@@ -19,7 +19,7 @@
 //! whether they fit on the device. Embedding tables are int8 as in the dynamic form (see
 //! [`super::dynamic`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::dynamic::{DynamicPlan, DynamicSummary};
 use crate::error::BadTensor;
@@ -96,7 +96,8 @@ pub fn unpack(packed: &Packed, k: usize, n: usize, block_size: usize) -> Vec<f32
 /// [`super::dynamic::rewrite`]); returns the number of `MatMulNBits` written and what the
 /// dynamic rewrite did. Gemm nodes of the plan, and MatMuls named in `int8` (the per-layer
 /// fallback a fidelity target asks for), take the dynamic int8 form instead. The caller
-/// imports the [`DOMAIN`] opset.
+/// imports the [`DOMAIN`] opset. A weight several MatMuls read (an ALBERT-style model's
+/// layers) is packed once, into one codes and one scales initializer.
 ///
 /// # Errors
 /// [`BadTensor`] when a weight or table payload cannot be read.
@@ -115,24 +116,33 @@ pub fn rewrite(
     });
     let mut nodes: Vec<NodeProto> = Vec::new();
     let mut removed: HashSet<usize> = HashSet::new();
+    // One packed copy per weight, shared by the MatMuls reading it: (codes, scales).
+    let mut packed_weights: HashMap<String, (String, String)> = HashMap::new();
     for m in &matmuls {
         let node = &graph.node[m.node];
         let w_name = &node.input[1];
-        let w = tensor::to_f32(&graph.initializer[index.initializer[w_name]])?;
-        let packed = pack(&w, m.k, m.n, block_size);
-        let (codes, scales) = (
-            names.fresh(&format!("{w_name}_int4")),
-            names.fresh(&format!("{w_name}_int4_scales")),
-        );
-        let dims = [m.n as i64, packed.blocks as i64, (block_size / 2) as i64];
-        graph
-            .initializer
-            .push(tensor::from_u8(&codes, &dims, &packed.codes));
-        graph.initializer.push(tensor::from_f32(
-            &scales,
-            &[packed.scales.len() as i64],
-            &packed.scales,
-        ));
+        let (codes, scales) = match packed_weights.get(w_name) {
+            Some(done) => done.clone(),
+            None => {
+                let w = tensor::to_f32(&graph.initializer[index.initializer[w_name]])?;
+                let packed = pack(&w, m.k, m.n, block_size);
+                let made = (
+                    names.fresh(&format!("{w_name}_int4")),
+                    names.fresh(&format!("{w_name}_int4_scales")),
+                );
+                let dims = [m.n as i64, packed.blocks as i64, (block_size / 2) as i64];
+                graph
+                    .initializer
+                    .push(tensor::from_u8(&made.0, &dims, &packed.codes));
+                graph.initializer.push(tensor::from_f32(
+                    &made.1,
+                    &[packed.scales.len() as i64],
+                    &packed.scales,
+                ));
+                packed_weights.insert(w_name.clone(), made.clone());
+                made
+            }
+        };
         let mut nbits = make_node(
             "MatMulNBits",
             names.fresh(&format!("{}_MatMulNBits", node.name())),

@@ -44,6 +44,10 @@ pub const REASON_PREFIX: &str = "estimated faster in FP32 on the target";
 const UNCALIBRATED_TENSOR_REASON: &str =
     "was not observed in calibration (nodes kept in FP32 afterwards changed which tensors are quantized), so it has no range";
 
+/// Why a node reading or writing a tensor that holds NaN or ±inf stays FP32.
+const NON_FINITE_REASON: &str =
+    "holds non-finite values (NaN or ±inf, e.g. a -inf mask), which no int8 code represents";
+
 /// Why the writer and readers of an activation the fidelity target left unquantized stay
 /// FP32.
 const TARGET_TENSOR_REASON: &str = "is kept float to meet the fidelity target";
@@ -134,6 +138,12 @@ pub enum FloatReason {
     /// It reads or writes a tensor calibration did not observe.
     UncalibratedTensor {
         /// The tensor.
+        tensor: String,
+    },
+    /// It reads a weight, or reads or writes an activation, that holds NaN or ±inf (a
+    /// `-inf` attention mask): quantized, those values would become finite ones.
+    NonFinite {
+        /// The weight or activation.
         tensor: String,
     },
     /// It writes or reads an activation the fidelity target left unquantized.
@@ -232,6 +242,7 @@ impl std::fmt::Display for FloatReason {
                 write!(f, "`{tensor}` {UNCALIBRATED_TENSOR_REASON}")
             }
             FloatReason::TargetTensor { tensor } => write!(f, "`{tensor}` {TARGET_TENSOR_REASON}"),
+            FloatReason::NonFinite { tensor } => write!(f, "`{tensor}` {NON_FINITE_REASON}"),
             FloatReason::FasterInFp32 { costs } => {
                 write!(f, "{REASON_PREFIX} ({costs}): {FASTER_IN_FP32_TAIL}")
             }
@@ -330,6 +341,11 @@ impl FloatReason {
                 unresolved: unresolved.parse().ok()?,
                 varying: varying.parse().ok()?,
                 step: owned(step),
+            });
+        }
+        if let Some([tensor]) = fields(text, &["`", &format!("` {NON_FINITE_REASON}")]) {
+            return Some(FloatReason::NonFinite {
+                tensor: owned(tensor),
             });
         }
         if let Some([tensor]) = fields(text, &["`", &format!("` {UNCALIBRATED_TENSOR_REASON}")]) {
@@ -486,6 +502,9 @@ mod tests {
                 tensor: "pool".into(),
             },
             FloatReason::TargetTensor { tensor: "t".into() },
+            FloatReason::NonFinite {
+                tensor: "mask".into(),
+            },
             FloatReason::FasterInFp32 {
                 costs: "kernel costs measured on this machine".into(),
             },

@@ -250,6 +250,7 @@ pub fn rewrite(
         names: NameGen::new(graph),
         nodes: Vec::new(),
         initializers: Vec::new(),
+        constants: HashMap::new(),
     };
     let mut summary = RewriteSummary::default();
 
@@ -354,7 +355,8 @@ pub fn rewrite(
         summary.weights_gptq_rounded += usize::from(gptq_rounded);
         summary.biases_corrected += usize::from(bias_corrected);
         // Named after the weight, as ORT's quantizer does; a weight shared by several nodes
-        // gets numbered copies.
+        // is stored once when their uses quantize it alike, else once per distinct result
+        // (numbered copies).
         let scale_dims: Vec<i64> = if axis.is_some() {
             vec![q.scales.len() as i64]
         } else {
@@ -465,12 +467,26 @@ struct Edits {
     names: NameGen,
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,
+    /// The quantized constants written so far, by the constant they stand for and their
+    /// DequantizeLinear's axis.
+    constants: HashMap<(String, Option<usize>), Vec<Written>>,
 }
+
+/// One quantized constant [`Edits::dequantized_constant`] wrote: the index in
+/// `Edits::initializers` of the first of its three tensors (codes, scale, zero point) and
+/// its DequantizeLinear's output.
+type Written = (usize, String);
 
 impl Edits {
     /// Adds `{base}_quantized`, `{base}_scale` and `{base}_zero_point` initializers (made by
     /// the three closures from their names) and a DequantizeLinear reading them along
     /// `axis`; returns the name of its output.
+    ///
+    /// A constant read by several ops (a weight shared by the layers of an ALBERT-style
+    /// model) is written once: when an earlier call for the same `base` and `axis` wrote
+    /// the same three tensors (dims, type and payload), its DequantizeLinear's output is
+    /// returned and nothing is added. Uses that quantize it differently (per-use bias
+    /// headroom, GPTQ codes) get one copy each.
     fn dequantized_constant(
         &mut self,
         base: &str,
@@ -479,15 +495,31 @@ impl Edits {
         zero_point: impl FnOnce(&str) -> TensorProto,
         axis: Option<usize>,
     ) -> String {
+        let mut made = [codes(""), scale(""), zero_point("")];
+        let key = (base.to_owned(), axis);
+        let written = self.constants.get(&key).into_iter().flatten();
+        for (first, output) in written {
+            let same = (made.iter_mut().zip(&self.initializers[*first..])).all(|(t, w)| {
+                t.name.clone_from(&w.name);
+                t == w
+            });
+            if same {
+                return output.clone();
+            }
+        }
         let names = [
             self.names.fresh(&format!("{base}_quantized")),
             self.names.fresh(&format!("{base}_scale")),
             self.names.fresh(&format!("{base}_zero_point")),
         ];
-        self.initializers.push(codes(&names[0]));
-        self.initializers.push(scale(&names[1]));
-        self.initializers.push(zero_point(&names[2]));
-        self.dequantize(base, names.into(), axis)
+        let first = self.initializers.len();
+        for (mut t, name) in made.into_iter().zip(&names) {
+            t.name = Some(name.clone());
+            self.initializers.push(t);
+        }
+        let output = self.dequantize(base, names.into(), axis);
+        (self.constants.entry(key).or_default()).push((first, output.clone()));
+        output
     }
 
     /// Adds a DequantizeLinear `{base}_DequantizeLinear` of `inputs` (codes, scale, zero

@@ -43,6 +43,8 @@ pub struct CoverageLatency {
     pub speedup_vs_fp32: Option<f64>,
     /// Ops the artifact runs in INT8 (0: the build kept the model FP32).
     pub int8_ops: Option<usize>,
+    /// Kenosis's quantization time against its bound (no ORT time here: the bound's floor).
+    pub time_bound: Option<super::report::TimeBound>,
     /// Why there is no measurement, when there is none.
     pub error: Option<String>,
 }
@@ -65,6 +67,7 @@ pub fn measure(
                 kenosis: None,
                 speedup_vs_fp32: None,
                 int8_ops: None,
+                time_bound: None,
                 error: None,
             };
             if let Err(e) = measure_one(&dir.join(name), warmup, runs, &mut row) {
@@ -88,6 +91,7 @@ fn measure_one(
         ));
     }
     let fp32 = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let t = Instant::now();
     let q = quantize(
         path,
         &fp32,
@@ -95,6 +99,10 @@ fn measure_one(
         &QuantizeOptions::default(),
     )
     .map_err(|e| e.to_string())?;
+    row.time_bound = Some(super::report::TimeBound::new(
+        t.elapsed().as_secs_f64(),
+        None,
+    ));
     row.int8_ops = Some(q.report.ops_quantized.values().sum());
 
     // One sample of the shapes calibration used (symbolic dims probed the same way).

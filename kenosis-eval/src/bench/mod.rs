@@ -6,10 +6,15 @@
 //! classifiers) and with ORT's `quantize_static` (Python, in a venv); one fidelity pass over
 //! the evaluation images for every candidate against FP32; interleaved single-thread latency
 //! of FP32, Kenosis and ORT on one fixed input; Conv fusion counted in ORT's saved optimized
-//! graphs. Then the fetched model families' INT8 vs FP32 latency and the peak memory of
-//! quantizing the transformer. Results go to `<out>/bench.json` and `<out>/bench.md`.
+//! graphs; Kenosis's quantization time against its bound (max(30 s, 2x ORT's)) and, in child
+//! processes, its peak memory against 4x the FP32 file plus an ONNX Runtime baseline. Then
+//! the fetched model families' INT8 vs FP32 latency, the new families on rendered documents
+//! (`families`: YOLOv8n DocLayNet, PP-OCRv6 small rec and det, each with its task metric,
+//! against ORT's static and dynamic quantizers) and the peak memory of quantizing the
+//! transformer. Results go to `<out>/bench.json` and `<out>/bench.md`.
 
 pub mod coverage;
+pub mod families;
 pub mod measure;
 pub mod memory;
 pub mod models;
@@ -68,8 +73,9 @@ pub struct Args {
     /// Skip the calibration-method comparison
     #[arg(long)]
     skip_methods: bool,
-    /// Skip the peak-memory measurement (MiniLM from `fetch-models.sh`, found in
-    /// $KENOSIS_MODELS or TARGET_FOLDER/kenosis-models)
+    /// Skip the peak-memory measurements (every quantized model's, in child processes, and
+    /// MiniLM's from `fetch-models.sh`, found in $KENOSIS_MODELS or
+    /// TARGET_FOLDER/kenosis-models)
     #[arg(long)]
     skip_memory: bool,
     /// Skip the INT8 vs FP32 latency of the fetched models (PP-OCR, MiniLM, Silero VAD)
@@ -78,6 +84,14 @@ pub struct Args {
     /// Skip the transformer encoders against ORT's dynamic quantizer (real prose)
     #[arg(long)]
     skip_transformers: bool,
+    /// Skip the new model families on rendered documents (YOLOv8n DocLayNet, PP-OCRv6 small
+    /// rec and det, from `fetch-models.sh`)
+    #[arg(long)]
+    skip_families: bool,
+    /// Only these families (model file names or their prefixes, comma-separated, e.g.
+    /// `ppocr-v6-rec`); default all
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    families: Vec<String>,
     /// Synthetic calibration samples of the peak-memory measurement
     #[arg(long, value_name = "N", default_value_t = 100)]
     memory_samples: usize,
@@ -108,6 +122,7 @@ struct Ctx {
     runs: usize,
     fidelity_threads: usize,
     methods: bool,
+    memory: bool,
     started: Instant,
     load_at_start: Option<String>,
 }
@@ -128,6 +143,9 @@ pub fn main() -> Result<(), String> {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some(memory::CHILD_FLAG) {
         return memory::child(&argv[2..]);
+    }
+    if argv.get(1).map(String::as_str) == Some(memory::BASELINE_FLAG) {
+        return memory::baseline_child(&argv[2..]);
     }
     let args = Args::parse();
     if args.kernel_costs_only {
@@ -190,6 +208,7 @@ pub fn main() -> Result<(), String> {
             .max(1),
         fidelity_threads: args.fidelity_threads.max(1),
         methods: !args.skip_methods,
+        memory: !args.skip_memory,
         started,
         load_at_start: load_average(),
     };
@@ -208,6 +227,20 @@ pub fn main() -> Result<(), String> {
         bench.coverage = coverage::measure(&fetched, ctx.warmup, ctx.runs, |m| ctx.log(m));
         write(&bench, &out)?;
     }
+    if !args.skip_families {
+        let setup = families::Setup {
+            dir: &fetched,
+            python: ctx.python.as_deref(),
+            out: &ctx.out,
+            quick: args.quick,
+            warmup: ctx.warmup,
+            runs: ctx.runs,
+            memory: ctx.memory,
+            only: &args.families,
+        };
+        bench.families = families::measure(&setup, |m| ctx.log(m));
+        write(&bench, &out)?;
+    }
     if !args.skip_transformers {
         bench.transformers = transformer::measure(
             &fetched,
@@ -222,7 +255,10 @@ pub fn main() -> Result<(), String> {
     if !args.skip_memory {
         let model = fetched.join(MEMORY_MODEL);
         ctx.log(format!("== peak memory: {} ==", model.display()));
-        bench.memory = Some(memory::measure(&model, args.memory_samples));
+        bench.memory = Some(memory::measure(
+            &model,
+            memory::Samples::Synthetic(args.memory_samples),
+        ));
     }
     bench.total_seconds = ctx.started.elapsed().as_secs_f64();
     write(&bench, &out)?;
@@ -271,6 +307,7 @@ fn assemble(
         models: results.to_vec(),
         coverage: Vec::new(),
         transformers: Vec::new(),
+        families: Vec::new(),
         memory: None,
         total_seconds: ctx.started.elapsed().as_secs_f64(),
     }
@@ -438,6 +475,8 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         methods: Vec::new(),
         target: None,
         threads: Vec::new(),
+        time_bound: None,
+        memory: None,
         error: None,
         seconds: 0.0,
     };
@@ -580,6 +619,12 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
             }
         }
     };
+    result.time_bound = (result.kenosis.quantize_seconds)
+        .map(|k| report::TimeBound::new(k, result.ort.quantize_seconds));
+    if ctx.memory {
+        ctx.log("peak memory of Kenosis quantizing (child processes)");
+        result.memory = Some(memory::measure(&model_path, memory::Samples::Real(&calib)));
+    }
     drop(calib);
 
     // Fidelity: every candidate against FP32, one pass over the evaluation images.

@@ -270,7 +270,7 @@ fn measure_one(
 }
 
 /// Runs `bench/ort_quantize_dynamic.py` on `model`, writing `pc` and `pt`.
-fn ort_dynamic(python: &Path, model: &Path, pc: &Path, pt: &Path) -> Result<(), String> {
+pub fn ort_dynamic(python: &Path, model: &Path, pc: &Path, pt: &Path) -> Result<(), String> {
     let script: PathBuf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/ort_quantize_dynamic.py");
     let output = Command::new(python)
