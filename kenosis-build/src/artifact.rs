@@ -15,6 +15,9 @@ pub(crate) struct ArtifactFiles<'a> {
     pub(crate) report_json: &'a [u8],
     pub(crate) inputs: Vec<TensorInfo>,
     pub(crate) outputs: Vec<TensorInfo>,
+    /// The `intra_threads` option: the thread count the speed check timed, which the
+    /// runtime's wrapper then uses.
+    pub(crate) intra_threads: Option<usize>,
 }
 
 /// Writes the artifact and the report of the model at `path` built under cache `key` into
@@ -49,6 +52,7 @@ pub(crate) fn write_entry(
             .call
             .as_ref()
             .map_or_else(String::new, |c| c.options.canonical()),
+        intra_threads: files.intra_threads,
     })
 }
 

@@ -247,7 +247,16 @@ fn compile_one(
     };
     let key = key.finish();
     if cargo::env(DOCS_RS_ENV).is_some() {
-        return docs_only_entry(model, &path, source_path, artifacts_dir, &outline, key);
+        let threads = options.intra_threads;
+        return docs_only_entry(
+            model,
+            &path,
+            source_path,
+            artifacts_dir,
+            &outline,
+            key,
+            threads,
+        );
     }
     drop(outline);
 
@@ -300,6 +309,7 @@ fn compile_one(
         report_json: &report_json,
         inputs: head.inputs,
         outputs: head.outputs,
+        intra_threads: options.intra_threads,
     };
     let entry = write_entry(model, &path, source_path, artifacts_dir, key, files)?;
     Ok((entry, head.keep_float_unmatched))
@@ -327,6 +337,7 @@ fn docs_only_entry(
     artifacts_dir: &Path,
     outline: &onnx::outline::Outline,
     key: String,
+    intra_threads: Option<usize>,
 ) -> Result<(ModelEntry, Vec<String>)> {
     let note = serde_json::json!({
         "source": model.path.display().to_string(),
@@ -340,6 +351,7 @@ fn docs_only_entry(
         report_json: note.as_bytes(),
         inputs,
         outputs,
+        intra_threads,
     };
     let entry = write_entry(model, path, source_path, artifacts_dir, key, files)?;
     Ok((entry, Vec::new()))

@@ -563,7 +563,8 @@ impl Calibrated<'_> {
 
     /// With a speed floor (`min_speedup`, or 1 with `speed_check` and `fp32_where_faster`
     /// on, their defaults), times `built` against the normalized FP32 model on one
-    /// calibration sample, where the build machine runs the target's code (see
+    /// calibration sample at one thread and at the application's count
+    /// ([`speed::thread_counts`]), where the build machine runs the target's code (see
     /// [`crate::speed`]), within [`speed::BUDGET_SHARE`] of `spent`, the quantization's time
     /// so far. An INT8 model below a floor of at most 1 is
     /// placed again with domain changes priced [`REVISION_FACTOR`] times higher, up to
@@ -612,16 +613,12 @@ impl Calibrated<'_> {
         let fp32 = planned.normalized.model();
         let input_names = planned.input_names();
         let budget = spent.mul_f64(speed::BUDGET_SHARE);
+        let threads = speed::thread_counts(options.intra_threads);
         let time = |built: &Built| -> Result<speed::SpeedReport> {
-            let (fp32_ms, int8_ms) = speed::measure(
-                fp32,
-                &built.model,
-                &input_names,
-                sample,
-                planned.path,
-                budget,
-            )?;
-            speed::check(fp32_ms, int8_ms, min_speedup, planned.path)
+            let models = (fp32, &built.model);
+            let timings =
+                speed::measure(models, &input_names, sample, planned.path, &threads, budget)?;
+            speed::check(timings, min_speedup, planned.path)
         };
         let (mut built, mut fidelity) = (built, fidelity);
         let mut report = time(&built)?;
@@ -1062,7 +1059,8 @@ mod tests {
         let fidelity = fidelity_report(0.98);
         let path = Path::new("m.onnx");
 
-        let slower = speed::check(1.0, 2.0, 1.0, path).expect("a floor of 1");
+        let slower =
+            speed::check(vec![speed::timed(1, 1.0, 2.0)], 1.0, path).expect("a floor of 1");
         let (shipped_fp32, no_fidelity) =
             shipped((built(), Some(fidelity.clone())), &fp32, &slower);
         assert_eq!(shipped_fp32.model, fp32);
@@ -1073,7 +1071,8 @@ mod tests {
         );
         assert_eq!(no_fidelity, None);
 
-        let faster = speed::check(2.0, 1.0, 1.0, path).expect("a floor of 1");
+        let faster =
+            speed::check(vec![speed::timed(1, 2.0, 1.0)], 1.0, path).expect("a floor of 1");
         let (shipped_int8, kept) = shipped((built(), Some(fidelity.clone())), &fp32, &faster);
         assert_eq!(shipped_int8.model, int8);
         assert!(!shipped_int8.quantizes_nothing());

@@ -211,8 +211,8 @@ impl Report {
             None => String::new(),
             Some(crate::speed::SpeedCheck::Measured(s)) => {
                 format!(
-                    "; {:.2}x FP32's speed measured on this machine (1 thread){}",
-                    s.speedup,
+                    "; speed against FP32 on this machine: {}{}",
+                    s.describe(),
                     revised(s)
                 )
             }
@@ -314,11 +314,11 @@ impl Report {
     /// no shipped artifact.
     fn kept_fp32_line(&self, s: &crate::speed::SpeedReport) -> String {
         format!(
-            "kenosis: kept {} in FP32: INT8 ran at {:.2}x FP32's speed on this machine \
-             (INT8 {:.3} ms, FP32 {:.3} ms, median, 1 thread){}, below the floor {}; the \
+            "kenosis: kept {} in FP32: INT8 against FP32 on this machine: {} (at worst INT8 \
+             {:.3} ms, FP32 {:.3} ms, median){}, below the floor {}; the \
              artifact is the FP32 model ({:.1} MB); {:.1} s",
             self.source,
-            s.speedup,
+            s.describe(),
             s.int8_ms,
             s.fp32_ms,
             revised(s),
@@ -378,14 +378,15 @@ pub use crate::onnx::manifest::manifest_info as tensor_info;
 mod tests {
     use std::path::Path;
 
-    use crate::speed::{check, SpeedCheck};
+    use crate::speed::{check, timed, SpeedCheck};
     use crate::test_support::{fidelity_report, report};
 
     /// The report of a build whose INT8 model ran at half FP32's speed after 2 revised
     /// placements, as `pipeline` writes it: the FP32 model shipped, no op quantized, no
     /// fidelity (see `pipeline::shipped`).
     fn shipped_fp32() -> super::Report {
-        let mut slower = check(1.0, 2.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        let mut slower =
+            check(vec![timed(1, 1.0, 2.0)], 1.0, Path::new("m.onnx")).expect("a floor of 1");
         slower.revisions = 2;
         let mut r = report(
             "models/m.onnx",
@@ -404,9 +405,10 @@ mod tests {
         let line = r.summary_line();
         assert!(
             line.starts_with(
-                "kenosis: kept models/m.onnx in FP32: INT8 ran at 0.50x FP32's speed on this \
-                 machine (INT8 2.000 ms, FP32 1.000 ms, median, 1 thread) after 2 revised \
-                 placements, below the floor 1; the artifact is the FP32 model (4.8 MB)"
+                "kenosis: kept models/m.onnx in FP32: INT8 against FP32 on this machine: 0.50x \
+                 (0.47-0.53) at 1 thread (at worst INT8 2.000 ms, FP32 1.000 ms, median) after \
+                 2 revised placements, below the floor 1; the artifact is the FP32 model (4.8 \
+                 MB)"
             ),
             "{line}"
         );
@@ -418,7 +420,8 @@ mod tests {
 
     #[test]
     fn a_shipped_int8_model_is_summarized_as_quantized_with_its_speed_and_fidelity() {
-        let faster = check(3.0, 1.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        let faster =
+            check(vec![timed(1, 3.0, 1.0)], 1.0, Path::new("m.onnx")).expect("a floor of 1");
         let r = report(
             "models/m.onnx",
             &[("Conv", 3)],
@@ -432,7 +435,10 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("cosine 0.9912"), "{line}");
-        assert!(line.contains("; 3.00x FP32's speed measured"), "{line}");
+        assert!(
+            line.contains("; speed against FP32 on this machine: 3.00x (2.85-3.15) at 1 thread"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -458,13 +464,14 @@ mod tests {
     /// are those a miss for the new name writes, key order and layout included.
     #[test]
     fn a_renamed_cached_report_is_the_report_a_miss_writes() {
-        let faster = check(3.0, 1.0, 1.0, Path::new("m.onnx")).expect("a floor of 1");
+        let faster =
+            check(vec![timed(1, 3.0, 1.0)], 1.0, Path::new("m.onnx")).expect("a floor of 1");
         let miss = |source: &str| {
             let r = report(
                 source,
                 &[("Conv", 3), ("MatMul", 1)],
                 Some(fidelity_report(0.9912)),
-                Some(SpeedCheck::Measured(faster)),
+                Some(SpeedCheck::Measured(faster.clone())),
             );
             serde_json::to_vec_pretty(&r).expect("serializes")
         };

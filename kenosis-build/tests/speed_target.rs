@@ -54,22 +54,55 @@ fn an_unreachable_floor_fails_with_the_measured_latencies() {
 #[test]
 fn a_met_floor_is_reported_and_keeps_the_int8_model() {
     let q = quantize_tiny(with_floor(0.01)).expect("quantizes");
-    let Some(SpeedCheck::Measured(s)) = q.report.speed else {
+    let Some(SpeedCheck::Measured(s)) = &q.report.speed else {
         panic!("measured on the build machine: {:?}", q.report.speed);
     };
     assert!(s.fp32_ms > 0.0 && s.int8_ms > 0.0, "{s:?}");
     assert!(!s.kept_fp32);
     assert!(quantize_linear_nodes(&q.bytes) > 0);
-    assert!(q
-        .report
-        .summary_line()
-        .contains("x FP32's speed measured on this machine (1 thread)"));
+    let line = q.report.summary_line();
+    assert!(
+        line.contains("; speed against FP32 on this machine: ") && line.contains("at 1 thread"),
+        "{line}"
+    );
+    // One thread, then the count the application runs (the runtime's default here).
+    let counts: Vec<_> = s.timings.iter().map(|t| t.threads).collect();
+    assert_eq!(counts, kenosis_build::speed::thread_counts(None), "{s:?}");
+    for t in &s.timings {
+        assert!(t.rounds >= kenosis_build::speed::MIN_RUNS, "{t:?}");
+        let [low, high] = t.speedup_band;
+        assert!(low <= t.speedup && t.speedup <= high, "{t:?}");
+    }
+    // The report's figures are those of the count where INT8 fared worst.
+    let worst = s
+        .timings
+        .iter()
+        .map(|t| t.speedup)
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(s.speedup, worst, "{s:?}");
+}
+
+#[test]
+fn intra_threads_is_the_count_timed_beside_one_thread() {
+    let mut options = with_floor(0.01);
+    options.intra_threads = Some(3);
+    let q = quantize_tiny(options).expect("quantizes");
+    let Some(SpeedCheck::Measured(s)) = &q.report.speed else {
+        panic!("measured on the build machine: {:?}", q.report.speed);
+    };
+    let counts: Vec<_> = s.timings.iter().map(|t| t.threads).collect();
+    assert_eq!(counts, [Some(1), Some(3)], "{s:?}");
+    assert!(
+        q.report.summary_line().contains("at 3 threads"),
+        "{}",
+        q.report.summary_line()
+    );
 }
 
 #[test]
 fn at_a_floor_of_one_a_slower_int8_model_gives_way_to_fp32() {
     let q = quantize_tiny(with_floor(1.0)).expect("quantizes");
-    let Some(SpeedCheck::Measured(s)) = q.report.speed else {
+    let Some(SpeedCheck::Measured(s)) = &q.report.speed else {
         panic!("measured on the build machine: {:?}", q.report.speed);
     };
     // Which way the timing goes depends on the machine; what follows from it does not.
@@ -152,7 +185,7 @@ fn the_default_check_revises_a_slower_placement_before_it_ships_fp32() {
     let q = quantize_tiny(options.clone()).expect("quantizes");
     let pricing = q.report.kernel_costs.expect("priced");
     assert!(pricing.measured && pricing.costs == cheap, "{pricing:?}");
-    let Some(SpeedCheck::Measured(s)) = q.report.speed else {
+    let Some(SpeedCheck::Measured(s)) = &q.report.speed else {
         panic!("measured on the build machine: {:?}", q.report.speed);
     };
     assert_eq!(s.min_speedup, 1.0);

@@ -226,6 +226,7 @@ mod tests {
             inputs: Vec::new(),
             outputs: Vec::new(),
             options: String::new(),
+            intra_threads: None,
         };
         let text = super::describe(&entry, &report);
         assert!(

@@ -24,6 +24,8 @@ pub(crate) fn generate(
     let artifact = path_literal(artifact_path)?;
     let inputs = entry.inputs.iter().map(tensor_info);
     let outputs = entry.outputs.iter().map(tensor_info);
+    // 0: the runtime's default for the machine it runs on.
+    let intra_threads = entry.intra_threads.unwrap_or(0);
     let (vis, name) = match &args.item {
         Some(item) => (item.vis.clone(), item.ident.clone()),
         None => (
@@ -57,6 +59,7 @@ pub(crate) fn generate(
                         ::core::include_bytes!(#artifact),
                         INPUTS,
                         OUTPUTS,
+                        #intra_threads,
                     );
                 &MODEL
             }

@@ -199,6 +199,7 @@ mod tests {
             inputs: Vec::new(),
             outputs: Vec::new(),
             options: String::new(),
+            intra_threads: None,
         }
     }
 

@@ -56,6 +56,27 @@ pub struct ModelEntry {
     /// `Config::model`). `include_quantized!` embeds only an entry whose options equal its own.
     #[cfg_attr(feature = "json", serde(default))]
     pub options: String,
+    /// The intra-op thread count the build's speed check timed the artifact at and the
+    /// application's session uses for it (option `intra_threads`); `None`:
+    /// [`default_intra_threads`] for the machine the program runs on.
+    #[cfg_attr(feature = "json", serde(default))]
+    pub intra_threads: Option<usize>,
+}
+
+/// The most intra-op threads a session gets by default: see [`default_intra_threads`].
+pub const MAX_DEFAULT_INTRA_THREADS: usize = 4;
+
+/// The intra-op thread count `kenosis-runtime` gives a model's session on a machine with
+/// `logical_cpus` when the build set none (option `intra_threads`): `None`, ONNX Runtime's
+/// own choice (one thread per physical core), up to [`MAX_DEFAULT_INTRA_THREADS`] logical
+/// CPUs, and [`MAX_DEFAULT_INTRA_THREADS`] above. A 4-core board keeps every core; a large
+/// host does not spread the small models embedded in edge binaries over all its cores,
+/// where each operator's work is too short to repay the threads' synchronization.
+///
+/// The build's speed check times the artifact at this count too, so the rule lives here,
+/// beside the manifest both read.
+pub fn default_intra_threads(logical_cpus: usize) -> Option<usize> {
+    (logical_cpus > MAX_DEFAULT_INTRA_THREADS).then_some(MAX_DEFAULT_INTRA_THREADS)
 }
 
 /// Name, element type and shape of one graph input or output.
@@ -277,6 +298,7 @@ mod tests {
             inputs: Vec::new(),
             outputs: Vec::new(),
             options: String::new(),
+            intra_threads: None,
         }
     }
 

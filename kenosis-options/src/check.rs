@@ -88,6 +88,21 @@ pub fn min_speedup(v: &f64) -> Result<(), String> {
     }
 }
 
+/// The most intra-op threads `intra_threads` accepts.
+pub const MAX_INTRA_THREADS: usize = 256;
+
+/// An intra-op thread count: in `[1, MAX_INTRA_THREADS]`.
+///
+/// # Errors
+/// The reason, when out of range.
+pub fn intra_threads(n: &usize) -> Result<(), String> {
+    if (1..=MAX_INTRA_THREADS).contains(n) {
+        Ok(())
+    } else {
+        Err(format!("must be in [1, {MAX_INTRA_THREADS}], got {n}"))
+    }
+}
+
 fn closed(v: f64, lo: f64) -> Result<(), String> {
     if (lo..=1.0).contains(&v) {
         Ok(())

@@ -289,17 +289,18 @@ macro_rules! options {
                     },
                 }
                 /// `min_speedup = x`, `x` in `(0, 100]`: speed floor, the INT8 model's latency
-                /// advantage over FP32 (FP32 time / INT8 time, 1 thread) measured at build time
-                /// when the build machine runs the target's code (default: none).
+                /// advantage over FP32 (FP32 time / INT8 time, at one thread and at
+                /// `intra_threads`) measured at build time when the build machine runs the
+                /// target's code (default: none).
                 min_speedup: f64 {
                     check: $crate::check::min_speedup,
                     merge: replace,
                     resolved: Option<f64> = |_| None,
                     setter: {
                         /// Requires the INT8 model to run at least `min` times as fast as FP32
-                        /// (median single-thread latency on one calibration sample, measured in
-                        /// the build when the build machine runs the target's code, see
-                        /// `speed`). With `min` at most 1, an INT8 model slower than FP32 is
+                        /// (median latency ratio on one calibration sample at one thread and at
+                        /// the application's thread count, `intra_threads`, measured in the
+                        /// build when the build machine runs the target's code, see `speed`). With `min` at most 1, an INT8 model slower than FP32 is
                         /// replaced by the FP32 model, with a warning; above 1, a slower one
                         /// fails the build with the measured figures. Timing depends on the
                         /// machine's load: a check that passes on a quiet machine may fail on a
@@ -324,8 +325,9 @@ macro_rules! options {
                     resolved: bool = |_| true,
                     setter: {
                         /// Times the finished artifact against FP32 where the build machine can
-                        /// run the target's code (default `true`; see `speed`): median
-                        /// single-thread latency on one calibration sample, the two models
+                        /// run the target's code (default `true`; see `speed`): median latency
+                        /// ratio on one calibration sample at one thread and at the
+                        /// application's thread count (`intra_threads`), the two models
                         /// interleaved, within a budget of a share of the quantization time.
                         /// An INT8 model slower than FP32 is placed again with the conversions
                         /// priced higher, and if it is still slower the artifact is the FP32
@@ -342,6 +344,33 @@ macro_rules! options {
                         ///     .expect("kenosis: quantization failed");
                         /// ```
                         fn speed_check(enable: bool) = enable;
+                    },
+                }
+                /// `intra_threads = n`, `n` in `[1, 256]`: the intra-op thread count the
+                /// application runs the model at; the speed check times it (and one thread),
+                /// and `include_quantized!`'s wrapper uses it (default: the runtime's default
+                /// for the machine, `kenosis_runtime::default_intra_threads`).
+                intra_threads: usize {
+                    check: $crate::check::intra_threads,
+                    merge: replace,
+                    resolved: Option<usize> = |_| None,
+                    setter: {
+                        /// The intra-op thread count the application runs this model at, for
+                        /// programs that set their own: the speed check times the artifact
+                        /// against FP32 at `threads` and at one thread (see `speed`), and
+                        /// `include_quantized!`'s wrapper creates its session with `threads`
+                        /// unless the program calls `set_intra_threads`. Default: the count
+                        /// `kenosis_runtime::default_intra_threads` gives the machine the
+                        /// program runs on.
+                        ///
+                        /// ```no_run
+                        /// kenosis_build::Config::new()
+                        ///     .model("models/net.onnx")
+                        ///     .intra_threads(2)
+                        ///     .compile()
+                        ///     .expect("kenosis: quantization failed");
+                        /// ```
+                        fn intra_threads(threads: usize) = threads;
                     },
                 }
                 /// `synthetic_samples = n`, `n` in `[1, 4096]`: synthetic calibration samples

@@ -99,25 +99,16 @@ pub struct EmbeddedModel {
     source: &'static str,
     bytes: &'static [u8],
     declared: Option<Declared>,
-    /// Intra-op thread count for the session; 0 = [`default_intra_threads`].
+    /// Intra-op thread count for the session; 0 = `build_threads`, else
+    /// [`default_intra_threads`].
     intra_threads: AtomicUsize,
+    /// The build's `intra_threads` option (0: none), what its speed check timed.
+    build_threads: usize,
     configure: OnceLock<Configure>,
     loaded: OnceLock<Result<Loaded, Error>>,
 }
 
-/// The most intra-op threads a session gets unless [`EmbeddedModel::set_intra_threads`] says
-/// otherwise.
-pub const MAX_DEFAULT_INTRA_THREADS: usize = 4;
-
-/// The intra-op thread count of a session on a machine with `logical_cpus`: `None`, ONNX
-/// Runtime's own choice (one thread per physical core), up to [`MAX_DEFAULT_INTRA_THREADS`]
-/// logical CPUs, and [`MAX_DEFAULT_INTRA_THREADS`] above. A 4-core board keeps every core;
-/// a large host does not spread the small models embedded in edge binaries over all its
-/// cores, where each operator's work is too short to repay the threads' synchronization
-/// (`cargo xtask bench` measures 1, 2, 4 and all threads, `docs/benchmarks.md`).
-pub fn default_intra_threads(logical_cpus: usize) -> Option<usize> {
-    (logical_cpus > MAX_DEFAULT_INTRA_THREADS).then_some(MAX_DEFAULT_INTRA_THREADS)
-}
+pub use kenosis_manifest::{default_intra_threads, MAX_DEFAULT_INTRA_THREADS};
 
 impl EmbeddedModel {
     /// Used by [`include_quantized!`](crate::include_quantized) to build the model's `static`.
@@ -128,12 +119,14 @@ impl EmbeddedModel {
         bytes: &'static [u8],
         inputs: &'static [TensorInfo],
         outputs: &'static [TensorInfo],
+        intra_threads: usize,
     ) -> EmbeddedModel {
         EmbeddedModel {
             source,
             bytes,
             declared: Some(Declared { inputs, outputs }),
             intra_threads: AtomicUsize::new(0),
+            build_threads: intra_threads,
             configure: OnceLock::new(),
             loaded: OnceLock::new(),
         }
@@ -157,6 +150,7 @@ impl EmbeddedModel {
             bytes,
             declared: None,
             intra_threads: AtomicUsize::new(0),
+            build_threads: 0,
             configure: OnceLock::new(),
             loaded: OnceLock::new(),
         }
@@ -202,8 +196,9 @@ impl EmbeddedModel {
     }
 
     /// Sets the number of threads ONNX Runtime uses *within* one operator (its intra-op thread
-    /// pool) for this model's session; `0` (the default) means [`default_intra_threads`] for
-    /// this machine's logical CPUs. Must be called before the session is created, i.e. before
+    /// pool) for this model's session; `0` means the count the build's `intra_threads` option
+    /// set (what its speed check timed), else [`default_intra_threads`] for this machine's
+    /// logical CPUs. Must be called before the session is created, i.e. before
     /// the model is first run.
     ///
     /// ```no_run
@@ -222,6 +217,23 @@ impl EmbeddedModel {
         }
         self.intra_threads.store(threads, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The intra-op thread count this model's session is (or will be) created with:
+    /// [`set_intra_threads`](Self::set_intra_threads)'s, else the build's `intra_threads`
+    /// option (the count its speed check timed), else [`default_intra_threads`] for this
+    /// machine's logical CPUs. `None`: ONNX Runtime's own choice, one thread per physical
+    /// core.
+    pub fn intra_threads(&self) -> Option<usize> {
+        match (
+            self.intra_threads.load(Ordering::Relaxed),
+            self.build_threads,
+        ) {
+            (0, 0) => default_intra_threads(
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            ),
+            (0, n) | (n, _) => Some(n),
+        }
     }
 
     /// Sets a function that adjusts ONNX Runtime's session builder before the model is
@@ -358,13 +370,7 @@ impl EmbeddedModel {
         let environment = environment()?;
         let mut builder =
             Session::builder(environment).map_err(|e| session_error(e.to_string()))?;
-        let threads = match self.intra_threads.load(Ordering::Relaxed) {
-            0 => default_intra_threads(
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-            ),
-            n => Some(n),
-        };
-        if let Some(threads) = threads {
+        if let Some(threads) = self.intra_threads() {
             builder = builder
                 .with_intra_threads(threads)
                 .map_err(|e| session_error(e.to_string()))?;

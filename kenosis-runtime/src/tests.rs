@@ -282,7 +282,7 @@ fn declared_metadata_needs_no_session() {
     )];
     const OUTPUTS: &[TensorInfo] = &[TensorInfo::from_static("output", ElementType::Bool, &[])];
     static DECLARED: EmbeddedModel =
-        EmbeddedModel::__from_macro("declared.onnx", b"never parsed", INPUTS, OUTPUTS);
+        EmbeddedModel::__from_macro("declared.onnx", b"never parsed", INPUTS, OUTPUTS, 0);
     assert_eq!(DECLARED.inputs().unwrap()[0].to_string(), "input: u8[?, 4]");
     assert_eq!(DECLARED.outputs().unwrap()[0].to_string(), "output: bool[]");
     assert!(format!("{DECLARED:?}").contains("not created"));
@@ -324,6 +324,20 @@ fn the_default_thread_count_is_onnx_runtimes_up_to_four_cpus_and_four_above() {
     for cpus in [5, 16, 64] {
         assert_eq!(default_intra_threads(cpus), Some(4), "{cpus} CPUs");
     }
+}
+
+#[test]
+fn the_builds_thread_count_is_the_sessions_unless_the_program_sets_one() {
+    const INPUTS: &[TensorInfo] = &[];
+    static TIMED_AT_3: EmbeddedModel =
+        EmbeddedModel::__from_macro("timed.onnx", b"never parsed", INPUTS, INPUTS, 3);
+    static UNSET: EmbeddedModel =
+        EmbeddedModel::__from_macro("unset.onnx", b"never parsed", INPUTS, INPUTS, 0);
+    assert_eq!(TIMED_AT_3.intra_threads(), Some(3));
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    assert_eq!(UNSET.intra_threads(), crate::default_intra_threads(cpus));
+    TIMED_AT_3.set_intra_threads(1).unwrap();
+    assert_eq!(TIMED_AT_3.intra_threads(), Some(1));
 }
 
 #[test]

@@ -58,6 +58,19 @@ pub fn session(
     session_with_config(path, model_bytes, level, threads, &[])
 }
 
+/// A session as `kenosis-runtime` makes one, for timing what an application runs: `threads`
+/// intra-op threads, or ONNX Runtime's own choice for `None` (one per physical core), and
+/// ONNX Runtime's default spinning of idle pool threads (which [`session`] turns off, for
+/// sessions that share the machine with the build).
+pub fn session_threads(
+    path: &Path,
+    model_bytes: Vec<u8>,
+    level: GraphOptimizationLevel,
+    threads: Option<usize>,
+) -> Result<Session> {
+    commit(path, model_bytes, level, (threads, true), &[])
+}
+
 /// [`session`] with ONNX Runtime session configuration entries (`key`, `value`), e.g.
 /// `session.disable_quant_qdq`.
 pub fn session_with_config(
@@ -67,16 +80,30 @@ pub fn session_with_config(
     threads: usize,
     config: &[(&str, &str)],
 ) -> Result<Session> {
+    commit(path, model_bytes, level, (Some(threads), false), config)
+}
+
+/// The session of [`session_with_config`], at ONNX Runtime's own thread count for `None`,
+/// with ONNX Runtime's spinning of idle pool threads when `spinning`.
+fn commit(
+    path: &Path,
+    model_bytes: Vec<u8>,
+    level: GraphOptimizationLevel,
+    (threads, spinning): (Option<usize>, bool),
+    config: &[(&str, &str)],
+) -> Result<Session> {
     let rt = |e: ort::Error| Error::runtime(path, e);
     let rtb = |e: ort::Error<ort::session::builder::SessionBuilder>| Error::runtime(path, e);
     let mut builder = Session::builder(environment(path)?)
         .map_err(rt)?
         .with_optimization_level(level)
-        .map_err(rtb)?
-        .with_intra_threads(threads)
-        .map_err(rtb)?
-        .with_intra_op_spinning(false)
         .map_err(rtb)?;
+    if let Some(threads) = threads {
+        builder = builder.with_intra_threads(threads).map_err(rtb)?;
+    }
+    if !spinning {
+        builder = builder.with_intra_op_spinning(false).map_err(rtb)?;
+    }
     for (key, value) in config {
         builder = builder.with_config_entry(key, value).map_err(rtb)?;
     }
