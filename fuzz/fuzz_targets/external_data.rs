@@ -1,6 +1,6 @@
 //! Arbitrary bytes as a model with external data, through Kenosis's first stage (decode, read
 //! the front end's outline, list and check the data files, read them in, normalize; see
-//! `kenosis_build::pipeline::normalize_decoded`): any panic, hang or allocation failure is a
+//! `kenosis_quantize::pipeline::normalize_decoded`): any panic, hang or allocation failure is a
 //! bug, and so is a file read from outside the model's folder. Run with `cargo xtask fuzz`.
 //!
 //! Input layout: a little-endian `u32` model length, the model's bytes, then the bytes of
@@ -39,18 +39,18 @@ fuzz_target!(|data: &[u8]| {
     let dir = folder();
     let path = dir.join("model.onnx");
     std::fs::write(dir.join("weights.bin"), weights).expect("weights");
-    let Ok(model) = kenosis_build::onnx::decode(&path, model_bytes) else {
+    let Ok(model) = kenosis_quantize::onnx::decode(&path, model_bytes) else {
         return;
     };
     // The front end's reading of the same bytes (it lists the files the cache key hashes).
-    let Ok(outline) = kenosis_build::onnx::outline::read(&path, model_bytes) else {
+    let Ok(outline) = kenosis_quantize::onnx::outline::read(&path, model_bytes) else {
         return;
     };
-    if kenosis_build::pipeline::external_files(&path, &outline).is_err() {
+    if kenosis_quantize::pipeline::external_files(&path, &outline).is_err() {
         return;
     }
     let holds_marker = |bytes: &[u8]| bytes.windows(OUTSIDE.len()).any(|w| w == OUTSIDE);
-    if let Ok(normalized) = kenosis_build::pipeline::normalize_decoded(&path, model) {
+    if let Ok(normalized) = kenosis_quantize::pipeline::normalize_decoded(&path, model) {
         // The fuzzer learns the marker from this comparison and may write it into the
         // input itself; only bytes that came from elsewhere count.
         if !holds_marker(data) {

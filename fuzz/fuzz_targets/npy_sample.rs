@@ -1,12 +1,12 @@
 //! Arbitrary bytes as a calibration `.npy` file for a float32, int64, int32, int16, int8,
 //! uint8 or bool input (see
-//! `kenosis_build::calibrate::data::read_sample`): any panic, hang, or allocation larger
+//! `kenosis_quantize::calibrate::data::read_sample`): any panic, hang, or allocation larger
 //! than the file (libFuzzer's `-malloc_limit_mb`) is a bug. The first byte picks the
 //! input's element type and declared dims; the rest is the file. Run with `cargo xtask fuzz`.
 #![no_main]
 
-use kenosis_build::calibrate::data::{read_sample, InputSpec};
-use kenosis_build::onnx::DataType;
+use kenosis_quantize::calibrate::data::{read_sample, InputSpec};
+use kenosis_quantize::onnx::DataType;
 use libfuzzer_sys::fuzz_target;
 
 /// Declared dims of the input, as models declare them (`None` is a symbolic dim).

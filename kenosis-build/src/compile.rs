@@ -7,7 +7,7 @@ use kenosis_manifest::{Manifest, ModelEntry};
 
 use crate::artifact::{write_entry, ArtifactFiles};
 use crate::config::{CacheSecret, Config, ModelConfig};
-use crate::error::{self, Error, Result};
+use crate::error::{Error, Result};
 use crate::options::QuantizeOptions;
 use crate::request::{self, ReportHead, Request};
 use crate::{cache, cargo, discover, model_files, onnx, quantizer};
@@ -208,12 +208,14 @@ fn compile_one(
         .into_iter()
         .find(|p| p.to_str().is_none())
     {
-        return Err(Error::unsupported(
-            &path,
-            error::Unsupported::NonUtf8Path {
-                path: bad.to_owned(),
-            },
-        ));
+        return Err(Error::Unsupported {
+            path: path.clone(),
+            reason: format!(
+                "the path {} is not valid UTF-8, so include_quantized! could not embed it; \
+                 move the model (or the target directory) to a UTF-8 path",
+                bad.display()
+            ),
+        });
     }
     cargo::rerun_if_changed(&path)?;
     let bytes = read_regular_file(&path)?;

@@ -51,7 +51,36 @@ impl std::fmt::Debug for CacheSecret {
     }
 }
 
-kenosis_options::options!(crate::options::config_setters);
+/// Generates the [`Config`] setters from the table's `artifact` entries.
+macro_rules! config_setters {
+    (
+        inputs { $($inputs:tt)* }
+        artifact { $(
+            $(#[doc = $doc:literal])+
+            $name:ident: $ty:ty {
+                check: $check:path,
+                merge: $merge:ident,
+                resolved: $resolved:ty = $default:expr,
+                setter: {
+                    $(#[$setter_attr:meta])*
+                    fn $setter:ident($($arg:ident: $arg_ty:ty),* $(,)?) = $value:expr;
+                },
+            }
+        )* }
+    ) => {
+        impl Config {
+            $(
+                $(#[$setter_attr])*
+                pub fn $setter(mut self, $($arg: $arg_ty),*) -> Self {
+                    kenosis_options::merge::$merge(&mut self.options.$name, $value);
+                    self
+                }
+            )*
+        }
+    };
+}
+
+kenosis_options::options!(config_setters);
 
 impl Config {
     /// An empty configuration.
@@ -201,5 +230,57 @@ impl Config {
     pub fn target(mut self, triple: impl Into<String>) -> Self {
         self.target = Some(triple.into());
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kenosis_options::{BuildTarget, Options};
+
+    use super::*;
+    use crate::options::{FidelityTarget, QuantizeOptions};
+    use kenosis_request::kernels::Evaluation;
+
+    const SATURATING: BuildTarget = BuildTarget {
+        saturating_kernels: true,
+    };
+
+    #[test]
+    fn setters_and_a_call_site_layer_resolve_to_the_same_options() {
+        let config = Config::new()
+            .per_channel(false)
+            .calibration_method(kenosis_options::Method::Percentile(99.9))
+            .synthetic_image_range(0.0, 255.0)
+            .min_top1_agreement(0.9)
+            .keep_float("a")
+            .keep_float("b");
+        let from_config =
+            QuantizeOptions::resolve(&config.options, SATURATING, Evaluation::HostKernels);
+        let call = Options::parse_str(
+            r#"per_channel = false, method = "percentile(99.9)",
+               synthetic_image_range = "[0, 255]", min_top1_agreement = 0.9,
+               keep_float = ["a", "b"]"#,
+        )
+        .expect("valid options");
+        let from_call = QuantizeOptions::resolve(&call, SATURATING, Evaluation::HostKernels);
+        assert_eq!(from_config, from_call);
+        assert_eq!(from_config.canonical(), from_call.canonical());
+        assert_eq!(from_config.keep_float, ["a", "b"]);
+        assert_eq!(
+            from_config.fidelity_target(),
+            Some(FidelityTarget {
+                min_cosine: None,
+                min_top1_agreement: Some(0.9),
+            })
+        );
+
+        // A call site over the build script: its values win, its names add to the build's.
+        let mut layers = config.options.clone();
+        layers
+            .merge(&Options::parse_str(r#"per_channel = true, keep_float = "c""#).expect("valid"));
+        let merged = QuantizeOptions::resolve(&layers, SATURATING, Evaluation::HostKernels);
+        assert!(merged.per_channel);
+        assert_eq!(merged.keep_float, ["a", "b", "c"]);
+        assert_eq!(merged.method, kenosis_options::Method::Percentile(99.9));
     }
 }

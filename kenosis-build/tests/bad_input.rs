@@ -3,11 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::runnable::Blocked;
-use kenosis_build::onnx::{self, ModelProto};
-use kenosis_build::{Config, Error, FloatReason};
+use kenosis_build::{Config, Error};
+use kenosis_quantize::calibrate::runnable::Blocked;
+use kenosis_quantize::onnx::{self, ModelProto};
+use kenosis_quantize::FloatReason;
 use prost::Message;
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 use support::{
     f32_bytes, npy, npy_fortran, sample_values, tiny, tiny_with_batchnorm, tiny_without_inputs,
@@ -166,7 +169,7 @@ fn fuzz_regressions_are_errors() {
     for entry in std::fs::read_dir(&dir).expect("regression folder") {
         let path = entry.expect("entry").path();
         let bytes = std::fs::read(&path).expect("regression input");
-        let result = kenosis_build::pipeline::quantize_offline(&path, &bytes);
+        let result = kenosis_quantize::pipeline::quantize_offline(&path, &bytes);
         assert!(result.is_err(), "{} quantized", path.display());
         count += 1;
     }
@@ -264,8 +267,8 @@ fn unusable_cache_folder() {
 /// that takes `QuantizeOptions` directly) refuses them too.
 #[test]
 fn options_out_of_bounds_are_refused_by_every_entry_point() {
-    use kenosis_build::calibrate::Method;
-    use kenosis_build::{Calibration, QuantizeOptions};
+    use kenosis_quantize::calibrate::Method;
+    use kenosis_quantize::{Calibration, QuantizeOptions};
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
     let cases: Vec<(Config, QuantizeOptions, &str)> = vec![
@@ -342,7 +345,7 @@ fn options_out_of_bounds_are_refused_by_every_entry_point() {
         assert!(!s.path("cache").exists(), "refused before any work: {err}");
 
         let err =
-            kenosis_build::quantize(Path::new(TINY), &model, &Calibration::Synthetic, &options)
+            kenosis_quantize::quantize(Path::new(TINY), &model, &Calibration::Synthetic, &options)
                 .expect_err("quantize must refuse the options");
         assert!(err.to_string().contains(message), "{err}");
     }
@@ -475,23 +478,23 @@ fn tiny_with_custom_op(op_type: &str, domain: &str) -> ModelProto {
 }
 
 /// `tiny_with_custom_op(op_type, domain)` quantized with default options.
-fn quantize_with_custom_op(op_type: &str, domain: &str) -> kenosis_build::Quantized {
+fn quantize_with_custom_op(op_type: &str, domain: &str) -> kenosis_quantize::Quantized {
     let s = Sandbox::new();
     let p = s.write(
         "m.onnx",
         &tiny_with_custom_op(op_type, domain).encode_to_vec(),
     );
-    kenosis_build::quantize(
+    kenosis_quantize::quantize(
         &p,
         &std::fs::read(&p).expect("model"),
-        &kenosis_build::Calibration::Synthetic,
+        &kenosis_quantize::Calibration::Synthetic,
         &support::tiny_options(),
     )
     .unwrap_or_else(|e| panic!("{domain}::{op_type}: {e}"))
 }
 
 /// The node the artifact keeps for the custom op.
-fn kept_custom_node(q: &kenosis_build::Quantized) -> onnx::NodeProto {
+fn kept_custom_node(q: &kenosis_quantize::Quantized) -> onnx::NodeProto {
     let graph = ModelProto::decode(q.bytes.as_slice())
         .expect("artifact")
         .graph
@@ -609,10 +612,10 @@ fn a_fidelity_target_on_a_model_onnx_runtime_cannot_run_is_refused() {
 fn an_already_quantized_model_is_refused() {
     let s = Sandbox::new();
     std::fs::copy(TINY, s.path("m.onnx")).expect("copy");
-    let q = kenosis_build::quantize(
+    let q = kenosis_quantize::quantize(
         &s.path("m.onnx"),
         &std::fs::read(TINY).expect("fixture"),
-        &kenosis_build::Calibration::Synthetic,
+        &kenosis_quantize::Calibration::Synthetic,
         &support::tiny_options(),
     )
     .expect("fixture quantizes");
@@ -721,7 +724,7 @@ fn keep_float_names_matching_no_node_are_reported() {
         .map(|e| e.path())
         .find(|p| p.to_string_lossy().ends_with(".report.json"))
         .expect("report written");
-    let report: kenosis_build::report::Report =
+    let report: kenosis_quantize::report::Report =
         serde_json::from_slice(&std::fs::read(report_path).expect("report")).expect("parses");
     assert_eq!(report.keep_float_unmatched, ["cnov"]);
     let conv = report.nodes_fp32.iter().find(|n| n.name == "conv");
@@ -813,7 +816,7 @@ fn declared_weight_dims_far_beyond_the_payload_before_a_per_channel_mul() {
     // Before the fix this allocated a 2^40-float bias (an abort), not an error.
     let err = s.fail(s.config().model("huge.onnx"));
     assert_mentions(&err, &p, &[]);
-    let offline = kenosis_build::pipeline::quantize_offline(&p, &m.encode_to_vec());
+    let offline = kenosis_quantize::pipeline::quantize_offline(&p, &m.encode_to_vec());
     assert!(offline.is_err(), "offline graph path must refuse it too");
 }
 
@@ -1052,13 +1055,13 @@ fn a_clip_whose_max_is_below_its_min_is_not_absorbed_and_no_scale_is_zero() {
     // The graph path with every range set to [-1, 1] (the fuzz target's): before the fix
     // the Clip's empty range was taken as the Conv's, whose scale was stepped down one ulp
     // at a time (about 10^9 steps) to 0.0.
-    let offline = kenosis_build::pipeline::quantize_offline(&p, &bytes).expect("offline");
+    let offline = kenosis_quantize::pipeline::quantize_offline(&p, &bytes).expect("offline");
     check("offline", &offline);
     // The full build calibrates the Conv's output as an ordinary activation.
-    let q = kenosis_build::quantize(
+    let q = kenosis_quantize::quantize(
         &p,
         &bytes,
-        &kenosis_build::Calibration::Synthetic,
+        &kenosis_quantize::Calibration::Synthetic,
         &support::tiny_options(),
     )
     .expect("quantizes");

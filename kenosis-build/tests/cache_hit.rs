@@ -9,6 +9,8 @@ use std::process::Command;
 
 const CACHE_VAR: &str = "KENOSIS_TEST_FILL_CACHE";
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 
 /// One build of the tiny fixture into `out`, with the cache in `cache`.
@@ -37,7 +39,7 @@ fn a_cache_hit_makes_no_onnx_runtime_call() {
 
     build(&cache, &dir.path().join("out"));
     assert!(
-        !kenosis_build::calibrate::session::runtime_used(),
+        !kenosis_quantize::calibrate::session::runtime_used(),
         "a build served from the cache called ONNX Runtime"
     );
     let manifest = dir.path().join("out/kenosis-manifest.json");
@@ -50,5 +52,5 @@ fn fill_the_cache() {
     let cache = PathBuf::from(std::env::var_os(CACHE_VAR).expect("run by the parent test"));
     let out = tempfile::tempdir().expect("tempdir");
     build(&cache, out.path());
-    assert!(kenosis_build::calibrate::session::runtime_used());
+    assert!(kenosis_quantize::calibrate::session::runtime_used());
 }

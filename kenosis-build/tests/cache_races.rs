@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kenosis_build::cache::Cache;
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
+use kenosis_request::cache::Cache;
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 
 const KEY: &str = "0123456789abcdef";

@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::report::Report;
 use kenosis_build::Config;
 use kenosis_manifest::{Manifest, ModelEntry};
+use kenosis_quantize::report::Report;
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 use support::TINY;
 

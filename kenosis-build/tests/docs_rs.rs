@@ -2,6 +2,8 @@
 //! writes what `include_quantized!` needs, the manifest and an empty artifact, without
 //! quantizing or calling ONNX Runtime.
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 
 #[test]
@@ -19,7 +21,7 @@ fn a_docs_rs_build_writes_the_manifest_without_onnx_runtime() {
         .compile()
         .expect("a docs.rs build succeeds");
     assert!(
-        !kenosis_build::calibrate::session::runtime_used(),
+        !kenosis_quantize::calibrate::session::runtime_used(),
         "a docs.rs build called ONNX Runtime"
     );
     let cached = std::fs::read_dir(&cache).map_or(0, |d| d.count());

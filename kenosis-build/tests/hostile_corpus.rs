@@ -10,10 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::onnx::{self, ModelProto};
 use kenosis_build::Config;
+use kenosis_quantize::onnx::{self, ModelProto};
 use prost::Message;
 
+// The quantizer's test fixtures, shared with its own tests.
+#[path = "../../kenosis-quantize/tests/support/mod.rs"]
 mod support;
 use support::{
     externalize, f32_bytes, npy_fortran, npy_with as npy, sample_values as sample, tiny, TINY,

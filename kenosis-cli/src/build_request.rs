@@ -5,7 +5,7 @@
 
 use std::io::Read;
 
-use kenosis_build::request::Request;
+use kenosis_request::request::Request;
 
 use crate::error::{Error, Result};
 
@@ -21,6 +21,6 @@ pub fn run() -> Result<()> {
         .map_err(|e| Error::Mismatch(format!("the build's request cannot be read: {e}")))?;
     let request: Request = serde_json::from_slice(&json)
         .map_err(|e| Error::Mismatch(format!("the build's request does not parse: {e}")))?;
-    println!("{}", kenosis_build::serve::serve(&request)?);
+    println!("{}", kenosis_quantize::serve::serve(&request)?);
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `kenosis cast MODEL --precision fp16|bf16 -o OUT`: the model's FP32 weights stored in 16
-//! bits, each behind a `Cast` to FP32 (see `kenosis_build::cast`): about half the file,
+//! bits, each behind a `Cast` to FP32 (see `kenosis_quantize::cast`): about half the file,
 //! computed in FP32 as before.
 
 use std::path::PathBuf;
 
-use kenosis_build::cast::{CastSummary, Precision};
+use kenosis_quantize::cast::{CastSummary, Precision};
 
 use crate::error::Result;
 use crate::inspect::megabytes;
@@ -47,12 +47,12 @@ pub struct Args {
 /// FP16's range, an opset without the Cast; the message names the file and the tensor);
 /// [`crate::error::Error::Write`].
 pub fn run(args: &Args) -> Result<()> {
-    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_build::Error::Io {
+    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_quantize::Error::Io {
         path: args.model.clone(),
         source,
     })?;
     let precision = Precision::from(args.precision);
-    let cast = kenosis_build::cast::cast(&args.model, &bytes, precision)?;
+    let cast = kenosis_quantize::cast::cast(&args.model, &bytes, precision)?;
     crate::model::write_atomic(&args.output, &cast.bytes)?;
     println!(
         "{}",

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kenosis_build::onnx::{self, ModelProto};
+use kenosis_quantize::onnx::{self, ModelProto};
 
 use crate::error::Result;
 use crate::inspect::{first_names, megabytes, op_counts, value_info};

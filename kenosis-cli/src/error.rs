@@ -7,10 +7,10 @@ use std::path::PathBuf;
 pub enum Error {
     /// Reading, decoding, quantizing or running a model failed (the message names the file).
     #[error(transparent)]
-    Kenosis(#[from] kenosis_build::Error),
+    Kenosis(#[from] kenosis_quantize::Error),
     /// A model cannot be cast to 16-bit weights (a weight out of range names its tensor).
     #[error(transparent)]
-    Cast(#[from] kenosis_build::cast::CastError),
+    Cast(#[from] kenosis_quantize::cast::CastError),
     /// An option argument does not parse as `include_quantized!` option syntax.
     #[error("option `{arg}`: {message}")]
     Option {

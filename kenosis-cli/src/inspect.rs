@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kenosis_build::onnx::{self, ElemType, ModelProto, ValueInfoProto};
+use kenosis_quantize::onnx::{self, ElemType, ModelProto, ValueInfoProto};
 
 use crate::error::Result;
 

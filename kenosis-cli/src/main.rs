@@ -33,7 +33,7 @@ use clap::{Parser, Subcommand};
 
 /// Quantize, validate, inspect, compare and cast ONNX models with Kenosis, outside a build
 #[derive(Parser)]
-#[command(name = "kenosis", version = kenosis_build::quantizer::IDENTITY, about)]
+#[command(name = "kenosis", version = kenosis_quantize::IDENTITY, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

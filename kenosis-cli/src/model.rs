@@ -2,23 +2,24 @@
 
 use std::path::Path;
 
-use kenosis_build::onnx::ModelProto;
+use kenosis_quantize::onnx::ModelProto;
 use ort::session::{Session, SessionOutputs};
 use ort::value::DynValue;
 
 use crate::error::{Error, Result};
 
-/// The model at `path`, decoded (see `kenosis_build::onnx::decode`), and its size in
+/// The model at `path`, decoded (see `kenosis_quantize::onnx::decode`), and its size in
 /// bytes.
 ///
 /// # Errors
 /// [`Error::Kenosis`] naming the file when it cannot be read or is not an ONNX model.
 pub fn read(path: &Path) -> Result<(ModelProto, usize)> {
-    let bytes = std::fs::read(path).map_err(|source| kenosis_build::Error::Io {
+    let bytes = std::fs::read(path).map_err(|source| kenosis_quantize::Error::Io {
         path: path.to_owned(),
         source,
     })?;
-    let model = kenosis_build::onnx::decode(path, &bytes).map_err(kenosis_build::Error::from)?;
+    let model =
+        kenosis_quantize::onnx::decode(path, &bytes).map_err(kenosis_quantize::Error::from)?;
     Ok((model, bytes.len()))
 }
 
@@ -46,7 +47,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The outputs of `session` (the model at `path`) on `inputs` (see
-/// `kenosis_build::calibrate::session::sample_inputs`).
+/// `kenosis_quantize::calibrate::session::sample_inputs`).
 ///
 /// # Errors
 /// [`Error::Kenosis`] naming the file when ONNX Runtime fails.
@@ -56,10 +57,9 @@ pub fn run<'s>(
     inputs: &[(String, DynValue)],
 ) -> Result<SessionOutputs<'s>> {
     let outputs = session
-        .run(kenosis_build::calibrate::session::borrowed(inputs))
-        .map_err(|e| kenosis_build::Error::Runtime {
-            path: path.to_owned(),
-            source: e.into(),
+        .run(kenosis_quantize::calibrate::session::borrowed(inputs))
+        .map_err(|e| {
+            kenosis_quantize::Error::runtime(path, kenosis_quantize::error::ort_failure(&e))
         })?;
     Ok(outputs)
 }

@@ -15,11 +15,11 @@
 //!   `DequantizeLinear`), the dequantized value, the one its consumers read, stands for it
 //!   (the tool's "post-QDQ" activation), so an op is charged for its output's rounding.
 //! - Both models run with graph optimizations off, the shared tensors exposed as outputs
-//!   (`kenosis_build::calibrate::session::encode_with_observed_outputs`, as calibration
+//!   (`kenosis_quantize::calibrate::session::encode_with_observed_outputs`, as calibration
 //!   exposes tensors), on at most [`SAMPLES`] samples, each sample's activations folded into
 //!   running sums and dropped before the next.
 //! - Per shared tensor: the mean over samples of the cosine similarity of the flattened
-//!   tensors (`kenosis_build::fidelity::cosine`).
+//!   tensors (`kenosis_quantize::fidelity::cosine`).
 //! - Per node whose output is shared: its loss is the lowest cosine among its float inputs
 //!   (1 for graph inputs and initializers; an input the other model does not share counts
 //!   with the lowest cosine of the shared tensors it is computed from) minus its output's
@@ -35,11 +35,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use kenosis_build::calibrate::session::{encode_with_observed_outputs, sample_inputs, session};
-use kenosis_build::calibrate::SampleValue;
-use kenosis_build::graph::GraphIndex;
-use kenosis_build::onnx::{DataType, GraphProto, ModelProto};
-use kenosis_build::types::infer_elem_types;
+use kenosis_quantize::calibrate::session::{encode_with_observed_outputs, sample_inputs, session};
+use kenosis_quantize::calibrate::SampleValue;
+use kenosis_quantize::graph::GraphIndex;
+use kenosis_quantize::onnx::{DataType, GraphProto, ModelProto};
+use kenosis_quantize::types::infer_elem_types;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionOutputs};
 
@@ -215,7 +215,7 @@ fn mean_cosines(
             for (s, sum) in shared.iter().zip(&mut sums) {
                 if let (Some(x), Some(y)) = (f32s(&out_a, &s.fp32), f32s(&out_b, &s.other)) {
                     if x.len() == y.len() {
-                        sum.0 += kenosis_build::fidelity::cosine(x, y);
+                        sum.0 += kenosis_quantize::fidelity::cosine(x, y);
                         sum.1 += 1;
                     }
                 }
@@ -285,7 +285,7 @@ fn rank(graph: &GraphProto, cosines: &HashMap<String, f64>) -> Vec<OpLoss> {
 
 #[cfg(test)]
 mod tests {
-    use kenosis_build::onnx::{self, tensor_proto::DataType as Dt};
+    use kenosis_quantize::onnx::{self, tensor_proto::DataType as Dt};
 
     use super::*;
 

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::{Calibration, QuantizeOptions};
 use kenosis_options::Options;
+use kenosis_quantize::{Calibration, QuantizeOptions};
 
 use crate::error::{Error, Result};
 
@@ -41,13 +41,13 @@ pub fn run(args: &Args) -> Result<()> {
         (None, None) => Calibration::Synthetic,
     };
     let options = QuantizeOptions::for_host(&layers);
-    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_build::Error::Io {
+    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_quantize::Error::Io {
         path: args.model.clone(),
         source,
     })?;
     // The library reports no progress while it works: a spinner with the elapsed time.
     let spinner = crate::progress::spinner(&format!("quantizing {}", args.model.display()));
-    let quantized = kenosis_build::quantize(&args.model, &bytes, &calibration, &options);
+    let quantized = kenosis_quantize::quantize(&args.model, &bytes, &calibration, &options);
     spinner.finish_and_clear();
     let quantized = quantized?;
     crate::model::write_atomic(&args.output, &quantized.bytes)?;

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kenosis_build::cargo::MetadataFailure;
-use kenosis_build::Report;
 use kenosis_manifest::Manifest;
+use kenosis_quantize::Report;
 
 use crate::error::{Error, Result};
 use crate::inspect::{first_names, megabytes};
@@ -68,7 +68,7 @@ pub fn run(args: &Args) -> Result<()> {
     );
     for entry in &models.models {
         let bytes =
-            std::fs::read(&entry.report_path).map_err(|source| kenosis_build::Error::Io {
+            std::fs::read(&entry.report_path).map_err(|source| kenosis_quantize::Error::Io {
                 path: entry.report_path.clone(),
                 source,
             })?;
@@ -189,8 +189,8 @@ fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
 mod tests {
     use std::path::PathBuf;
 
-    use kenosis_build::Report;
     use kenosis_manifest::ModelEntry;
+    use kenosis_quantize::Report;
 
     /// A report as a build writes it when the speed check shipped the FP32 model: INT8 ran
     /// at half FP32's speed, no op quantized, no fidelity.

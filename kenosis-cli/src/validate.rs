@@ -4,10 +4,10 @@
 //! labelled by what the model holds (`crate::inspect::precision`), else by its file name.
 //!
 //! Agreement is measured as the build's fidelity check measures it (see
-//! `kenosis_build::fidelity`): per sample the cosine similarity of every float output both
+//! `kenosis_quantize::fidelity`): per sample the cosine similarity of every float output both
 //! models have, the sample counting with its worst output, and the argmax of the first such
 //! output. Latency is the median of interleaved single-thread runs of both models on one
-//! sample (see `kenosis_build::speed`), at ONNX Runtime's full graph optimizations, as
+//! sample (see `kenosis_quantize::speed`), at ONNX Runtime's full graph optimizations, as
 //! programs run them.
 //!
 //! Below the table, the ops that lose the most fidelity, one line each: the activations
@@ -16,11 +16,11 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::data::input_specs;
-use kenosis_build::calibrate::session::{sample_inputs, session};
-use kenosis_build::calibrate::SampleValue;
-use kenosis_build::onnx::ModelProto;
-use kenosis_build::{Calibration, QuantizeOptions};
+use kenosis_quantize::calibrate::data::input_specs;
+use kenosis_quantize::calibrate::session::{sample_inputs, session};
+use kenosis_quantize::calibrate::SampleValue;
+use kenosis_quantize::onnx::ModelProto;
+use kenosis_quantize::{Calibration, QuantizeOptions};
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 
@@ -73,13 +73,13 @@ pub struct Agreement {
 pub fn run(args: &Args) -> Result<()> {
     let (fp32, size_fp32) = crate::model::read(&args.fp32)?;
     let (int8, size_int8) = crate::model::read(&args.int8)?;
-    let normalized = kenosis_build::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
+    let normalized = kenosis_quantize::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
     let specs = input_specs(normalized.graph());
     let calibration = match &args.data {
         Some(dir) => Calibration::NpyDir(dir.clone()),
         None => Calibration::Synthetic,
     };
-    let (data, _) = kenosis_build::pipeline::calibration_data(
+    let (data, _) = kenosis_quantize::pipeline::calibration_data(
         &calibration,
         normalized.model(),
         &specs,
@@ -89,13 +89,13 @@ pub fn run(args: &Args) -> Result<()> {
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let agreement = agreement(&args.fp32, &fp32, &args.int8, &int8, &names, &data.samples)?;
     let sample = data.samples.last().map(Vec::as_slice).unwrap_or_default();
-    // The timing reports no progress per run (`kenosis_build::speed` takes no callback).
+    // The timing reports no progress per run (`kenosis_quantize::speed` takes no callback).
     let spinner = crate::progress::spinner(&format!(
         "timing {} interleaved runs of each model",
         args.timed.max(1)
     ));
     let timed =
-        kenosis_build::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed);
+        kenosis_quantize::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed);
     spinner.finish_and_clear();
     let (fp32_ms, int8_ms) = timed?;
     let source = match &args.data {
@@ -236,7 +236,7 @@ pub fn agreement(
             )));
         };
         let worst = (shared.iter())
-            .map(|(x, y)| kenosis_build::fidelity::cosine(x, y))
+            .map(|(x, y)| kenosis_quantize::fidelity::cosine(x, y))
             .fold(f64::INFINITY, f64::min);
         cosines.push(worst);
         top1_agree += usize::from(argmax(first_a) == argmax(first_b));

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kenosis_build::onnx::{self, tensor, tensor_proto::DataType, ModelProto, TensorProto};
 use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
+use kenosis_quantize::onnx::{self, tensor, tensor_proto::DataType, ModelProto, TensorProto};
 use prost::Message;
 
 fn kenosis(args: &[&str]) -> Output {
@@ -480,7 +480,7 @@ fn cast_reads_external_data_in() {
 
 /// An INT8 model cast to fp16: its integer weights and FP32 quantization scales stay as
 /// they are (the tiny model's FP32 head is under 64 weights and stays too; large FP32
-/// weights beside Q/DQ are cast, see `kenosis_build::cast`'s tests), and it still runs and
+/// weights beside Q/DQ are cast, see `kenosis_quantize::cast`'s tests), and it still runs and
 /// agrees with the FP32 original.
 #[test]
 fn cast_keeps_an_int8_models_integer_weights_and_scales() {

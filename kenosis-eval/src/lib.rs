@@ -6,7 +6,7 @@ pub mod prose;
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::{CalibrationData, SampleValue};
+use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
 use ndarray::{Array3, Array4, Axis};
 use ort::session::{builder::GraphOptimizationLevel, Session};
 use ort::value::Tensor;
@@ -158,7 +158,7 @@ pub fn run_sample(
     names: &[String],
     sample: &[SampleValue],
 ) -> Vec<Vec<f32>> {
-    use kenosis_build::calibrate::session::{borrowed, sample_inputs};
+    use kenosis_quantize::calibrate::session::{borrowed, sample_inputs};
     let inputs = sample_inputs(names, sample, Path::new("kenosis-eval")).expect("inputs");
     let outputs = session.run(borrowed(&inputs)).expect("run");
     outputs
@@ -215,7 +215,7 @@ pub fn try_session_threads(
     config: &[(&str, &str)],
     threads: usize,
 ) -> Result<Session, String> {
-    let env = kenosis_build::calibrate::session::environment(Path::new("kenosis-eval"))
+    let env = kenosis_quantize::calibrate::session::environment(Path::new("kenosis-eval"))
         .map_err(|e| e.to_string())?;
     let mut b = Session::builder(env)
         .map_err(|e| e.to_string())?
@@ -235,12 +235,12 @@ pub fn try_session_threads(
 /// An ORT session of `bytes` at [`GraphOptimizationLevel::All`] (1 intra-op thread) and the
 /// nodes of the graph ORT optimized the model into: what actually runs (QLinearConv, fused
 /// kernels, the NHWC rewrite).
-pub fn optimized_session(bytes: &[u8]) -> (Session, Vec<kenosis_build::onnx::NodeProto>) {
+pub fn optimized_session(bytes: &[u8]) -> (Session, Vec<kenosis_quantize::onnx::NodeProto>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("optimized.onnx");
     let s = session(bytes, GraphOptimizationLevel::All, Some(&path));
     let written = std::fs::read(&path).expect("optimized model written");
-    let model = kenosis_build::onnx::decode(&path, &written).expect("optimized model decodes");
+    let model = kenosis_quantize::onnx::decode(&path, &written).expect("optimized model decodes");
     (s, model.graph.expect("graph").node)
 }
 
@@ -261,7 +261,7 @@ pub fn run(session: &mut Session, x: &Array4<f32>) -> Vec<f32> {
     values.to_vec()
 }
 
-pub use kenosis_build::fidelity::cosine;
+pub use kenosis_quantize::fidelity::cosine;
 
 /// Index of the largest value.
 pub fn argmax(v: &[f32]) -> usize {
@@ -324,7 +324,7 @@ pub fn op_types(path: &Path) -> Vec<String> {
 
 /// Op types of the main graph's nodes of the ONNX model `bytes` (`path` names it in errors).
 pub fn model_op_types(path: &Path, bytes: &[u8]) -> Vec<String> {
-    let model = kenosis_build::onnx::decode(path, bytes).expect("decodes");
+    let model = kenosis_quantize::onnx::decode(path, bytes).expect("decodes");
     model
         .graph
         .expect("graph")

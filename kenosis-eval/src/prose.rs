@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::SampleValue;
+use kenosis_quantize::calibrate::SampleValue;
 use ndarray::{ArrayD, IxDyn};
 use tokenizers::Tokenizer;
 

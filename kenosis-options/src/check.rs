@@ -5,7 +5,7 @@
 use crate::{Method, OUT_DIR_PREFIX};
 
 /// Most synthetic calibration samples one model may ask for. Synthetic data is generated
-/// and held in memory whole (see `kenosis_build::calibrate::data::MAX_SYNTHETIC_TOTAL_ELEMENTS`
+/// and held in memory whole (see `kenosis_quantize::calibrate::data::MAX_SYNTHETIC_TOTAL_ELEMENTS`
 /// for the bound on their total size); past a few hundred samples, real calibration data
 /// is the better use of the time.
 pub const MAX_SYNTHETIC_SAMPLES: usize = 4096;

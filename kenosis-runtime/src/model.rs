@@ -241,7 +241,7 @@ impl EmbeddedModel {
     ///
     /// A model with an op of a custom domain ONNX Runtime does not implement is quantized
     /// around that op (the op and everything depending on it stay FP32; see
-    /// `kenosis_build::calibrate::runnable`), and the op's kernel must be registered here:
+    /// `kenosis_quantize::calibrate::runnable`), and the op's kernel must be registered here:
     ///
     /// ```no_run
     /// # static MODEL: kenosis_runtime::EmbeddedModel =

@@ -2,9 +2,9 @@
 //! calibrates and quantizes the part before it, leaves the op and everything depending on it
 //! FP32, and the artifact runs in `kenosis-runtime` once the op's kernel is registered.
 
-use kenosis_build::onnx::{self, ModelProto};
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
+use kenosis_quantize::onnx::{self, ModelProto};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use kenosis_runtime::EmbeddedModel;
 use ort::operator::{
     BoxedKernel, ComputeContext, KernelContext, Operator, OperatorDomain, OperatorInput,
@@ -125,7 +125,8 @@ fn squeezenet_with_an_op_onnx_runtime_cannot_run_quantizes_around_it_and_runs() 
     assert_eq!(kept.domain(), "com.acme");
 
     // ORT allows one environment per process: the runtime shares the build's.
-    let environment = kenosis_build::calibrate::session::environment(&path).expect("environment");
+    let environment =
+        kenosis_quantize::calibrate::session::environment(&path).expect("environment");
     let _ = kenosis_runtime::set_environment(environment.clone());
     let int8: &'static [u8] = Box::leak(q.bytes.into_boxed_slice());
     let unregistered = EmbeddedModel::from_static_bytes("without kernel", int8);

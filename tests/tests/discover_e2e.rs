@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use kenosis_build::onnx::{tensor_proto::DataLocation, ModelProto, StringStringEntryProto};
 use kenosis_manifest::Manifest;
+use kenosis_quantize::onnx::{tensor_proto::DataLocation, ModelProto, StringStringEntryProto};
 
 mod fixture;
 

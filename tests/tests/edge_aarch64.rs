@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kenosis_build::kernels::{Evaluation, IntegerKernels, TargetCpu};
 use kenosis_eval::{argmax, imagenet_files, shared_dir, workspace_root};
+use kenosis_request::kernels::{Evaluation, IntegerKernels, TargetCpu};
 use kenosis_runtime::EmbeddedModel;
 use ndarray::Axis;
 
@@ -155,7 +155,7 @@ fn agreement(device: &[Vec<f32>], host: &[Vec<f32>]) -> (f64, usize) {
     let cosine: f64 = device
         .iter()
         .zip(host)
-        .map(|(a, b)| kenosis_build::fidelity::cosine(a, b))
+        .map(|(a, b)| kenosis_quantize::fidelity::cosine(a, b))
         .sum::<f64>()
         / host.len() as f64;
     let top1 = device

@@ -10,9 +10,9 @@
 //!   Convs: an explicit `Pad` before the Conv. No Pad may be left: in the QDQ model ORT could
 //!   no longer fold it into the Conv and ran it on a dequantized copy.
 
-use kenosis_build::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ndarray::Array4;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
@@ -235,7 +235,10 @@ impl Net {
 /// `fp32_where_faster = false`: these small nets test where Q/DQ goes, and the time estimate
 /// would keep most of their layers FP32) and the nodes of the graph ONNX Runtime optimized it
 /// into; checks that it stays within cosine 0.99 of FP32 on random images.
-fn quantize_and_run(name: &str, fp32: &[u8]) -> (kenosis_build::Quantized, Vec<onnx::NodeProto>) {
+fn quantize_and_run(
+    name: &str,
+    fp32: &[u8],
+) -> (kenosis_quantize::Quantized, Vec<onnx::NodeProto>) {
     let q = quantize(
         Path::new(name),
         fp32,

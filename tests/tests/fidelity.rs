@@ -3,9 +3,9 @@
 //! the last 200. Also checks that ORT fuses every Conv into QLinearConv and that the fused
 //! integer kernels compute what the QDQ graph means (optimized vs unoptimized outputs).
 
-use kenosis_build::quantize::rewrite::RewriteSummary;
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
+use kenosis_quantize::quantize::rewrite::RewriteSummary;
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ort::session::builder::GraphOptimizationLevel;
 
 struct Expect {
@@ -139,7 +139,7 @@ struct CodePeaks {
 }
 
 fn weight_code_peaks(model: &[u8]) -> CodePeaks {
-    use kenosis_build::onnx::ModelProto;
+    use kenosis_quantize::onnx::ModelProto;
     use prost::Message;
     let graph = ModelProto::decode(model)
         .expect("decodes")
@@ -202,7 +202,7 @@ fn weight_code_peaks(model: &[u8]) -> CodePeaks {
 /// Names of the QLinearConcat nodes in the ORT-optimized model at `path` with an input whose
 /// scale or zero point differs from the output's.
 fn requantizing_concats(path: &std::path::Path) -> Vec<String> {
-    use kenosis_build::onnx::{ModelProto, TensorProto};
+    use kenosis_quantize::onnx::{ModelProto, TensorProto};
     use prost::Message;
     let model = ModelProto::decode(std::fs::read(path).expect("optimized model").as_slice())
         .expect("decodes");
@@ -346,7 +346,7 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
     let samples = load_batch(&files[..20], Preprocess::RgbCentered);
     let options = QuantizeOptions {
         reduce_range: false,
-        evaluation: kenosis_build::kernels::Evaluation::QdqReference,
+        evaluation: kenosis_request::kernels::Evaluation::QdqReference,
         // The fidelity report is under test: a build whose speed check ships FP32 has none.
         speed_check: false,
         ..QuantizeOptions::default()
@@ -361,7 +361,7 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
     let fidelity = q.report.fidelity.as_ref().expect("measured");
     assert_eq!(
         fidelity.evaluation,
-        kenosis_build::kernels::Evaluation::QdqReference
+        kenosis_request::kernels::Evaluation::QdqReference
     );
     assert!(
         q.report
@@ -378,7 +378,7 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
         &q.bytes,
         GraphOptimizationLevel::All,
         Some(&optimized),
-        kenosis_build::kernels::Evaluation::QdqReference.session_config(),
+        kenosis_request::kernels::Evaluation::QdqReference.session_config(),
     );
     let ops = op_types(&optimized);
     assert_eq!(
@@ -392,12 +392,12 @@ fn the_qdq_reference_measures_the_artifact_unfused() {
     // over their order.
     let mut fp32_session = session(&fp32, GraphOptimizationLevel::All, None);
     let mut order = samples.clone();
-    kenosis_build::calibrate::rules::spread_to_end(&mut order, fidelity.samples);
+    kenosis_quantize::calibrate::rules::spread_to_end(&mut order, fidelity.samples);
     let held_out = &order[order.len() - fidelity.samples..];
     let cosine: f64 = held_out
         .iter()
         .map(|x| {
-            kenosis_build::fidelity::cosine(&run(&mut fp32_session, x), &run(&mut reference, x))
+            kenosis_quantize::fidelity::cosine(&run(&mut fp32_session, x), &run(&mut reference, x))
         })
         .sum::<f64>()
         / held_out.len() as f64;

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use kenosis_build::onnx::ModelProto;
 use kenosis_build::{Config, Error};
 use kenosis_eval::{session, shared_dir};
 use kenosis_manifest::Manifest;
+use kenosis_quantize::onnx::ModelProto;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 

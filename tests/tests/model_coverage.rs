@@ -13,9 +13,9 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use kenosis_build::{quantize, Calibration, FloatReason, QuantizeOptions, Quantized};
 use kenosis_eval::*;
+use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
+use kenosis_quantize::{quantize, Calibration, FloatReason, QuantizeOptions, Quantized};
 use ndarray::{Array4, ArrayD, IxDyn};
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
@@ -34,12 +34,12 @@ fn fetched(name: &str) -> Option<PathBuf> {
 }
 
 /// How many Convs `graph` has.
-fn convs_in(graph: &kenosis_build::onnx::GraphProto) -> usize {
+fn convs_in(graph: &kenosis_quantize::onnx::GraphProto) -> usize {
     graph.node.iter().filter(|n| n.op_type() == "Conv").count()
 }
 
 /// Names of the nodes of type `op` the build's time estimate kept FP32 (see
-/// `kenosis_build::quantize::domain`).
+/// `kenosis_quantize::quantize::domain`).
 fn estimated_fp32<'q>(q: &'q Quantized, op: &str) -> HashSet<&'q str> {
     (q.report.nodes_fp32.iter())
         .filter(|f| f.op_type == op && f.reason.is_estimated_faster())
@@ -190,7 +190,7 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     // MatMul. The time estimate keeps the early, high-resolution Convs FP32 too (their
     // HardSwishes would each cost a DequantizeLinear and a QuantizeLinear); every other Conv
     // fuses to QLinearConv.
-    let model = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
+    let model = kenosis_quantize::onnx::decode(&path, &fp32).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let constant_dims: HashMap<&str, Vec<i64>> = graph
         .node
@@ -293,7 +293,7 @@ fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
 
 /// Names of the Convs between each GlobalAveragePool and the Mul that gates the pooled map
 /// with the result (squeeze-and-excitation branches).
-fn se_convs(graph: &kenosis_build::onnx::GraphProto) -> HashSet<&str> {
+fn se_convs(graph: &kenosis_quantize::onnx::GraphProto) -> HashSet<&str> {
     let mut found = HashSet::new();
     for pool in graph
         .node
@@ -377,7 +377,7 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
         "{:?}",
         q.report.normalize
     );
-    let model = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
+    let model = kenosis_quantize::onnx::decode(&path, &fp32).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
     let excitation = se_convs(graph);
     assert_eq!(excitation.len(), 20, "10 branches of 2 Convs each");
@@ -435,8 +435,8 @@ fn ppocr_det_quantizes_constants_and_transposed_convs() {
     // BatchNormalization after the first ConvTranspose. Every HardSwish written out as
     // `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` is one `HardSwish`.
     let fp32 = std::fs::read(&path).expect("model");
-    let decoded = kenosis_build::onnx::decode(&path, &fp32).expect("decodes");
-    let folded = kenosis_build::normalize::normalize(decoded).expect("normalizes");
+    let decoded = kenosis_quantize::onnx::decode(&path, &fp32).expect("decodes");
+    let folded = kenosis_quantize::normalize::normalize(decoded).expect("normalizes");
     let (summary, graph) = (&folded.summary, folded.graph());
     let producer: HashMap<&str, &str> = graph
         .node
@@ -604,7 +604,7 @@ fn minilm_embedding_cosine(fp32: &[u8], int8: &[u8]) -> f64 {
 /// `model` with every LayerNormalization written out as exporters before opset 17 do:
 /// `d = x − ReduceMean(x)`, `d / Sqrt(ReduceMean(Pow(d, 2)) + ε) · γ + β`.
 fn with_written_out_layer_norms(model: &[u8]) -> Vec<u8> {
-    use kenosis_build::onnx::{attr, make_node, tensor, ModelProto};
+    use kenosis_quantize::onnx::{attr, make_node, tensor, ModelProto};
     use prost::Message;
     let mut m = ModelProto::decode(model).expect("model decodes");
     let g = m.graph.as_mut().expect("graph");
@@ -690,7 +690,7 @@ fn minilm_with_written_out_layer_norms_quantizes_as_well_as_with_the_fused_op() 
 /// writes it) replaced by the tanh approximation as GPT-2-style exports write it:
 /// `½ · (x · (1 + tanh(√(2/π) · (x + 0.044715 · x · x · x))))`.
 fn with_tanh_gelus(model: &[u8]) -> Vec<u8> {
-    use kenosis_build::onnx::{make_node, tensor, ModelProto};
+    use kenosis_quantize::onnx::{make_node, tensor, ModelProto};
     use prost::Message;
     let mut m = ModelProto::decode(model).expect("model decodes");
     let g = m.graph.as_mut().expect("graph");
@@ -702,7 +702,7 @@ fn with_tanh_gelus(model: &[u8]) -> Vec<u8> {
     ] {
         g.initializer.push(tensor::from_f32(name, &[], &[v]));
     }
-    let reader = |g: &kenosis_build::onnx::GraphProto, t: &str| {
+    let reader = |g: &kenosis_quantize::onnx::GraphProto, t: &str| {
         let readers: Vec<usize> = (0..g.node.len())
             .filter(|&i| g.node[i].input.iter().any(|x| x == t))
             .collect();
@@ -898,9 +898,9 @@ fn yolox_keeps_its_stem_fp32_every_quantized_conv_fuses_and_the_output_stays_fp3
 #[test]
 fn yolox_silu_inputs_spend_their_levels_where_the_silu_has_slope() {
     let Some((_, q, _)) = yolox() else { return };
-    let model = kenosis_build::onnx::decode(Path::new("yolox INT8"), &q.bytes).expect("decodes");
+    let model = kenosis_quantize::onnx::decode(Path::new("yolox INT8"), &q.bytes).expect("decodes");
     let graph = model.graph.as_ref().expect("graph");
-    let index = kenosis_build::graph::GraphIndex::new(graph);
+    let index = kenosis_quantize::graph::GraphIndex::new(graph);
     let zero_points: Vec<u8> = graph
         .node
         .iter()
@@ -991,12 +991,12 @@ fn squeezenet_synthetic_calibration_uses_the_given_image_range() {
 /// output, and the INT8 model's class ids agree with FP32's on held-out photographs.
 #[test]
 fn a_classifier_ending_in_argmax_is_measured_on_the_logits_it_reads() {
-    use kenosis_build::onnx::{self, attr};
+    use kenosis_quantize::onnx::{self, attr};
     use prost::Message;
     let Some(shared) = shared_dir() else { return };
     let path = shared.join("models/efficientnet_lite0.onnx");
-    let mut model =
-        kenosis_build::onnx::decode(&path, &std::fs::read(&path).expect("model")).expect("decodes");
+    let mut model = kenosis_quantize::onnx::decode(&path, &std::fs::read(&path).expect("model"))
+        .expect("decodes");
     let g = model.graph.as_mut().expect("graph");
     let logits = g.output[0].name().to_owned();
     g.node.push(onnx::make_node(

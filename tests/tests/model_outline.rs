@@ -1,12 +1,12 @@
 //! The build script's front end reads a model's IR version, inputs, outputs and external
-//! tensors straight from the protobuf bytes (`kenosis_build::onnx::outline`), without the
+//! tensors straight from the protobuf bytes (`kenosis_quantize::onnx::outline`), without the
 //! generated types: on every shared model, and with its largest initializer moved to external
 //! data, it reads what the quantizer's full decode holds.
 
-use kenosis_build::model_files::real_inputs;
-use kenosis_build::onnx::manifest::manifest_info;
-use kenosis_build::onnx::{self, outline};
 use kenosis_eval::shared_dir;
+use kenosis_quantize::calibrate::data::real_inputs;
+use kenosis_quantize::onnx::manifest::manifest_info;
+use kenosis_quantize::onnx::{self, outline};
 use prost::Message;
 
 #[test]

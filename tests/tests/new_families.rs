@@ -15,9 +15,9 @@
 
 use std::path::PathBuf;
 
-use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
 use kenosis_eval::documents::{self, Fonts};
 use kenosis_eval::*;
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions, Quantized};
 use ndarray::Array4;
 use ort::session::builder::GraphOptimizationLevel;
 
@@ -72,7 +72,7 @@ fn quantize_default(name: &str, calibration: &[Array4<f32>]) -> Option<(Vec<u8>,
     Some((fp32, q))
 }
 
-fn calibration_data(samples: &[Array4<f32>]) -> kenosis_build::calibrate::CalibrationData {
+fn calibration_data(samples: &[Array4<f32>]) -> kenosis_quantize::calibrate::CalibrationData {
     calibration(samples)
 }
 
@@ -95,7 +95,7 @@ fn yolov8n_doclaynet_keeps_fp32_detections_on_rendered_pages() {
     // 10 pages calibrate (2 of them held out by the build, the fewest it holds out); 4
     // others evaluate. One page runs in about a second in FP32 on one core, and a build
     // that misses the default floor rebuilds the model once per candidate op (see
-    // `kenosis_build::fidelity::meet_target`), so the counts are kept small.
+    // `kenosis_quantize::fidelity::meet_target`), so the counts are kept small.
     let calib = doclaynet_pages(&fonts, 0..10);
     let Some((fp32, q)) = quantize_default("yolov8n-doclaynet.onnx", &calib) else {
         return;
@@ -122,7 +122,7 @@ fn yolov8n_doclaynet_keeps_fp32_detections_on_rendered_pages() {
     // 10 of FP32's (same class, IoU ≥ 0.5, the usual true-positive criterion) and add no
     // more than 1 in 10. A box lost or gained is a layout element a downstream parser
     // drops or invents; 10% is the margin a classifier's 90% arg-max floor
-    // (`kenosis_build::fidelity::DEFAULT_FLOOR`) gives, applied to detections.
+    // (`kenosis_quantize::fidelity::DEFAULT_FLOOR`) gives, applied to detections.
     assert!(m.matched_share() >= 0.9, "{m:?}");
     assert!(m.extra_share() <= 0.1, "{m:?}");
 }

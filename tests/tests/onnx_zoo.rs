@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use kenosis_build::onnx::{tensor, ModelProto};
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
+use kenosis_quantize::onnx::{tensor, ModelProto};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ndarray::Array4;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
@@ -95,7 +95,7 @@ fn shufflenet_runs_its_shuffles_and_residual_sums_in_int8_without_5d_transposes(
     let five_d_transposes = nodes
         .iter()
         .filter(|n| n.op_type() == "Transpose")
-        .filter(|n| kenosis_build::onnx::attr::ints(n, "perm").is_some_and(|p| p.len() == 5))
+        .filter(|n| kenosis_quantize::onnx::attr::ints(n, "perm").is_some_and(|p| p.len() == 5))
         .count();
     assert_eq!(five_d_transposes, 0, "a shuffle is still a 5-D Transpose");
     let ops: Vec<String> = nodes.iter().map(|n| n.op_type().to_owned()).collect();

@@ -64,7 +64,7 @@ fn without_a_quantizer_the_first_build_makes_one_and_later_builds_reuse_it() {
         .expect("the built quantizer runs");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout).trim(),
-        format!("kenosis {}", kenosis_build::quantizer::IDENTITY)
+        format!("kenosis {}", kenosis_quantize::IDENTITY)
     );
     assert!(
         !roots[0].join("target").exists(),

@@ -7,13 +7,13 @@
 
 use std::path::PathBuf;
 
-use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use kenosis_build::fidelity::cosine;
-use kenosis_build::kernels::{IntegerKernels, TargetCpu};
-use kenosis_build::quantize::reason::Unplannable;
-use kenosis_build::{quantize, Calibration, FloatReason, QuantizeOptions};
 use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
 use kenosis_eval::{fetched_models_dir, run_sample, session};
+use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
+use kenosis_quantize::fidelity::cosine;
+use kenosis_quantize::quantize::reason::Unplannable;
+use kenosis_quantize::{quantize, Calibration, FloatReason, QuantizeOptions};
+use kenosis_request::kernels::{IntegerKernels, TargetCpu};
 use ort::session::builder::GraphOptimizationLevel;
 
 /// Tokens per window: `[CLS]`, 62 tokens of running text, `[SEP]`.
@@ -126,7 +126,11 @@ fn minilm_and_prose() -> Option<(PathBuf, CalibrationData, Vec<Vec<SampleValue>>
 }
 
 /// The checks of the default build `q` of MiniLM-L3 (`fp32`).
-fn check_default_build(fp32: &[u8], q: &kenosis_build::Quantized, evaluation: &[Vec<SampleValue>]) {
+fn check_default_build(
+    fp32: &[u8],
+    q: &kenosis_quantize::Quantized,
+    evaluation: &[Vec<SampleValue>],
+) {
     eprintln!("{}", q.report.summary_line());
 
     let activations = q
@@ -164,13 +168,13 @@ fn check_default_build(fp32: &[u8], q: &kenosis_build::Quantized, evaluation: &[
     // stores the same tensors; `cargo xtask bench` compares the bytes).
     let artifact = {
         use prost::Message;
-        kenosis_build::onnx::ModelProto::decode(q.bytes.as_slice()).expect("artifact decodes")
+        kenosis_quantize::onnx::ModelProto::decode(q.bytes.as_slice()).expect("artifact decodes")
     };
     let large_float: Vec<(&str, usize)> =
         (artifact.graph.as_ref().expect("graph").initializer.iter())
-            .filter(|t| t.elem_type() == kenosis_build::onnx::DataType::Float)
+            .filter(|t| t.elem_type() == kenosis_quantize::onnx::DataType::Float)
             .map(|t| (t.name(), t.dims.iter().product::<i64>() as usize))
-            .filter(|&(_, n)| n >= kenosis_build::quantize::dynamic::MIN_WEIGHTS)
+            .filter(|&(_, n)| n >= kenosis_quantize::quantize::dynamic::MIN_WEIGHTS)
             .collect();
     assert!(
         large_float.is_empty(),

@@ -14,10 +14,10 @@
 
 use std::path::Path;
 
-use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use kenosis_build::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::*;
+use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ndarray::{ArrayD, IxDyn};
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
@@ -372,6 +372,6 @@ fn a_minus_inf_mask_table_stays_exact() {
     let attention = (f.outputs.iter())
         .find(|o| o.name == "attention")
         .expect("attention judged");
-    assert_eq!(attention.kind, kenosis_build::OutputKind::Scores);
+    assert_eq!(attention.kind, kenosis_quantize::OutputKind::Scores);
     assert!(attention.decisive_rows > 0);
 }

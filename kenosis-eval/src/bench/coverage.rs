@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kenosis_build::calibrate::data::input_specs;
-use kenosis_build::calibrate::session::{borrowed, sample_inputs};
-use kenosis_build::calibrate::shapes;
-use kenosis_build::calibrate::synthetic::{synthetic_with_dims, ImageRange};
-use kenosis_build::onnx::decode;
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
+use kenosis_quantize::calibrate::data::input_specs;
+use kenosis_quantize::calibrate::session::{borrowed, sample_inputs};
+use kenosis_quantize::calibrate::shapes;
+use kenosis_quantize::calibrate::synthetic::{synthetic_with_dims, ImageRange};
+use kenosis_quantize::onnx::decode;
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use serde::Serialize;
 
 use super::measure::{self, Latency};

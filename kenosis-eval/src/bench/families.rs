@@ -13,8 +13,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::documents::{self, DetectionMatch, Fonts};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ndarray::Array4;
 use serde::Serialize;
 

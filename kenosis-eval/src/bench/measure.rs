@@ -380,7 +380,7 @@ pub fn conv_fusion(qdq: &[u8], optimized: &Path) -> ConvFusion {
 
 /// Conv nodes of a QDQ model whose weight comes from a DequantizeLinear.
 fn quantized_convs(qdq: &[u8]) -> usize {
-    let Ok(model) = kenosis_build::onnx::decode(Path::new("qdq"), qdq) else {
+    let Ok(model) = kenosis_quantize::onnx::decode(Path::new("qdq"), qdq) else {
         return 0;
     };
     let graph = model.graph.expect("decode checks the graph");

@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kenosis_build::onnx::decode;
-use kenosis_build::pipeline::quantize_decoded;
-use kenosis_build::{Calibration, QuantizeOptions};
+use kenosis_quantize::onnx::decode;
+use kenosis_quantize::pipeline::quantize_decoded;
+use kenosis_quantize::{Calibration, QuantizeOptions};
 use ndarray::Array4;
 use serde::Serialize;
 

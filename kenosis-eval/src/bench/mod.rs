@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use kenosis_build::calibrate::Method;
-use kenosis_build::{quantize, Calibration, QuantizeOptions, Quantized};
+use kenosis_quantize::calibrate::Method;
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions, Quantized};
 use ndarray::Array4;
 
 use measure::Fidelity;
@@ -95,7 +95,7 @@ pub struct Args {
     /// Synthetic calibration samples of the peak-memory measurement
     #[arg(long, value_name = "N", default_value_t = 100)]
     memory_samples: usize,
-    /// Only this machine's kernel costs (`kenosis_build::kernel_bench`, the micro-benchmarks
+    /// Only this machine's kernel costs (`kenosis_quantize::kernel_bench`, the micro-benchmarks
     /// a build for this machine's CPU class runs), written to OUT_DIR/kernel-costs.md
     #[arg(long)]
     kernel_costs_only: bool,
@@ -347,22 +347,22 @@ fn load_average() -> Option<String> {
 }
 
 /// Measures this machine's kernel costs as a build for its own CPU class does
-/// (`kenosis_build::kernel_bench::measure`) and writes them beside the table row of its class
+/// (`kenosis_quantize::kernel_bench::measure`) and writes them beside the table row of its class
 /// to `out/kernel-costs.md`.
 fn kernel_costs(out: &Path) -> Result<(), String> {
-    use kenosis_build::kernel_costs::KernelCosts;
-    use kenosis_build::kernels::{IntegerKernels, TargetCpu};
+    use kenosis_request::kernel_costs::KernelCosts;
+    use kenosis_request::kernels::{IntegerKernels, TargetCpu};
     let vnni = IntegerKernels::of_host() == IntegerKernels::Exact;
     let cpu = TargetCpu::of_target("", if vnni { "avx512vnni" } else { "" });
     let table = KernelCosts::of(cpu);
     let started = Instant::now();
-    let m = kenosis_build::kernel_bench::measure(&table, Path::new("kernel_bench"))
+    let m = kenosis_quantize::kernel_bench::measure(&table, Path::new("kernel_bench"))
         .map_err(|e| e.to_string())?;
     let mut text = format!(
         "## Kernel costs\n\n{} ({}), ONNX Runtime {}, 1 thread, measured in {:.1} s by \
-         `kenosis_build::kernel_bench` (the micro-benchmarks a build for this CPU class runs; \
+         `kenosis_quantize::kernel_bench` (the micro-benchmarks a build for this CPU class runs; \
          `docs/design.md`, \"Measured kernel costs\"). In FP32 dense multiply-adds, beside the \
-         `{}` row of `kenosis_build::kernel_costs`:\n\n| cost | measured | table |\n|---|---:|---:|\n",
+         `{}` row of `kenosis_request::kernel_costs`:\n\n| cost | measured | table |\n|---|---:|---:|\n",
         cpu_name().unwrap_or_else(|| "unknown CPU".into()),
         kernel_flags().join(", "),
         onnxruntime_version(),
@@ -845,7 +845,7 @@ fn kenosis_quantize(
     ctx: &Ctx,
     path: &Path,
     fp32: &[u8],
-    calib: &kenosis_build::calibrate::CalibrationData,
+    calib: &kenosis_quantize::calibrate::CalibrationData,
     options: &QuantizeOptions,
 ) -> (QuantResult, Option<Quantized>) {
     ctx.log(format!("Kenosis quantize ({})", options.method.canonical()));

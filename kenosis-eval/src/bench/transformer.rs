@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use kenosis_build::calibrate::session::{borrowed, sample_inputs};
-use kenosis_build::calibrate::{CalibrationData, SampleValue};
-use kenosis_build::fidelity::cosine;
-use kenosis_build::kernels::{IntegerKernels, TargetCpu};
-use kenosis_build::{quantize, Calibration, QuantizeOptions};
 use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
+use kenosis_quantize::calibrate::session::{borrowed, sample_inputs};
+use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
+use kenosis_quantize::fidelity::cosine;
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
+use kenosis_request::kernels::{IntegerKernels, TargetCpu};
 use ort::session::Session;
 use serde::Serialize;
 

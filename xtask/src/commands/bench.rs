@@ -2,7 +2,7 @@
 //! and ONNX Runtime's own quantizer on the shared models; writes `target/bench/bench.json`
 //! and `target/bench/bench.md`, which becomes the `models` section of `docs/benchmarks.md`,
 //! with this machine's relative kernel costs as the `kernel-costs` section (the x86-with-VNNI
-//! row of `kenosis_build::kernel_costs` on such a machine; `--kernel-costs-only`); then the
+//! row of `kenosis_request::kernel_costs` on such a machine; `--kernel-costs-only`); then the
 //! deployment costs of `bundled-ort` (`target/bench/deploy.md` and the `deploy`
 //! section, see [`super::bench_deploy`]); then the build cost of a downstream crate against
 //! the hand-made alternative (`target/bench/build.md` and the `build` section, see
@@ -47,7 +47,7 @@ pub struct Args {
     /// alternative (ort + include_bytes!): clean and no-change release builds
     #[arg(long, conflicts_with = "kernel_costs_only")]
     build_only: bool,
-    /// Only the relative kernel costs of this machine (`kenosis_build::kernel_bench`), the
+    /// Only the relative kernel costs of this machine (`kenosis_quantize::kernel_bench`), the
     /// `kernel-costs` section
     #[arg(long, conflicts_with = "deploy_only")]
     kernel_costs_only: bool,
@@ -160,7 +160,7 @@ fn bench_binary(ort: &ort::OrtEnv) -> Command {
 }
 
 /// Measures this machine's relative kernel costs (the bench's `--kernel-costs-only`, which
-/// runs `kenosis_build::kernel_bench`) into `out/kernel-costs.md` and the `kernel-costs`
+/// runs `kenosis_quantize::kernel_bench`) into `out/kernel-costs.md` and the `kernel-costs`
 /// section of `docs/benchmarks.md`.
 fn kernel_costs(ort: &ort::OrtEnv, out: &Path) -> Result<()> {
     let mut cmd = bench_binary(ort);

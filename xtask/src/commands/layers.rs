@@ -1,18 +1,25 @@
-//! `cargo xtask layers`: checks that `kenosis-build`'s modules depend one way, stage before
-//! stage. `cargo xtask test` runs it before clippy.
+//! `cargo xtask layers`: checks that Kenosis's crates depend one way, and so do the modules
+//! inside each of the three crates of the build path. `cargo xtask test` runs it before
+//! clippy.
 //!
-//! The rule, over the non-test code of `kenosis-build/src` (items under `#[cfg(test)]` are
+//! The crates ([`CRATES`], from `cargo metadata`): a workspace crate's normal dependencies on
+//! other Kenosis crates must come before it in the list; an optional one (a feature's) may
+//! not come after it either, except where [`OPTIONAL_LATER`] allows it (the front end's
+//! in-process quantizer). Dev-dependencies are free: tests reach anywhere.
+//!
+//! The modules, over the non-test code of each crate's `src` (items under `#[cfg(test)]` are
 //! skipped; test support may reach anywhere):
-//! - every top-level module is a leaf or a stage ([`LAYERS`]); a module may use leaves and
-//!   stages listed before its own, never a later one;
+//! - every top-level module is a leaf or a stage (its crate's table in [`MODULES`]); a module
+//!   may use leaves and stages listed before its own, never a later one;
 //! - leaves use only leaves; the crate root (`lib.rs`) uses anything;
 //! - no two sibling modules use each other, directly or through others (a parent, the
 //!   facade of its children, is not their sibling: `mod.rs` re-exports and children use
 //!   its shared helpers).
 //!
 //! Dependencies are the `crate::`, `super::` and `self::` paths in `use` items and in code,
-//! resolved to the longest module prefix; `$crate` paths inside `macro_rules!` bodies are
-//! not seen.
+//! resolved to the longest module prefix (a name the crate root imports from another crate
+//! is no module of its own, and is not checked here); `$crate` paths inside `macro_rules!`
+//! bodies are not seen.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,79 +28,201 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use syn::visit::Visit;
 
-/// No options: the rule and the crate are fixed.
+/// No options: the rules and the crates are fixed.
 #[derive(clap::Args)]
-#[command(about = "Check that kenosis-build's modules depend one way (stage before stage)")]
+#[command(about = "Check that Kenosis's crates, and the modules of its build path, depend one way")]
 pub struct Args {}
 
-/// Top-level modules of `kenosis-build` in dependency order: leaves, then the stages of
-/// one model's way through the crate, then what drives them.
-const LAYERS: &[(&str, Layer)] = &[
-    ("parallel", Layer::Leaf),
-    ("onnx", Layer::Leaf),
-    ("graph", Layer::Leaf),
-    ("types", Layer::Leaf),
-    ("ops", Layer::Leaf),
-    ("kernels", Layer::Leaf),
-    ("kernel_costs", Layer::Leaf),
-    // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
-    // reasons `onnx` and `graph` give.
-    ("error", Layer::Leaf),
-    // The front end's stages: what a build script compiles without the `quantizer` feature.
-    ("model_files", Layer::Stage),
-    ("options", Layer::Stage),
-    // The request a cache miss sends to the quantizer, and the report head the cache reads.
-    ("request", Layer::Stage),
-    ("cache", Layer::Stage),
-    ("cargo", Layer::Stage),
-    ("images", Layer::Stage),
-    ("discover", Layer::Stage),
-    // The quantizer's stages (feature `quantizer`), then `serve`, which answers a request.
-    ("normalize", Layer::Stage),
-    ("calibrate", Layer::Stage),
-    ("quantize", Layer::Stage),
-    ("fidelity", Layer::Stage),
-    ("speed", Layer::Stage),
-    ("report", Layer::Stage),
-    ("pipeline", Layer::Stage),
-    // `kenosis cast`: decodes and reads external data as the pipeline does.
-    ("cast", Layer::Stage),
-    ("kernel_bench", Layer::Stage),
-    ("serve", Layer::Stage),
-    // The front end's driver: the builder `build.rs` fills, the files written for a model,
-    // where the quantizer comes from, and `Config::compile`, which drives everything above.
-    ("config", Layer::Stage),
-    ("artifact", Layer::Stage),
-    ("quantizer", Layer::Stage),
-    ("compile", Layer::Stage),
+/// Kenosis's crates in dependency order: each may depend only on crates before it.
+const CRATES: &[&str] = &[
+    "kenosis-options",
+    "kenosis-manifest",
+    "kenosis-numerics",
+    // What the front end and the quantizer both read.
+    "kenosis-request",
+    "kenosis-quantize",
+    "kenosis-macros",
+    "kenosis-runtime",
+    // The build script's front end: never the quantizer, except as the optional dependency
+    // of its `quantizer` feature.
+    "kenosis-build",
+    "kenosis-cli",
+    "kenosis-eval",
+    "xtask",
+    // Applications of them all: the examples and the workspace's tests.
+    "quickstart",
+    "classify",
+    "detect",
+    "kenosis-tests",
+];
+
+/// Optional dependencies (`from`, `to`) allowed to point at a crate that does not come before
+/// `from` in [`CRATES`]: none today; the front end's `kenosis-quantize` comes before it.
+const OPTIONAL_LATER: &[(&str, &str)] = &[];
+
+/// The crates whose modules are checked, each with its top-level modules in dependency order:
+/// leaves, then the stages of one model's way through the crate, then what drives them.
+const MODULES: &[(&str, &[(&str, Layer)])] = &[
+    (
+        "kenosis-request",
+        &[
+            ("onnx", Layer::Leaf),
+            ("error", Layer::Leaf),
+            ("kernels", Layer::Leaf),
+            ("kernel_costs", Layer::Leaf),
+            ("model_files", Layer::Stage),
+            ("options", Layer::Stage),
+            // The request a cache miss sends to the quantizer, and the report head the cache
+            // reads.
+            ("request", Layer::Stage),
+            ("cache", Layer::Stage),
+        ],
+    ),
+    (
+        "kenosis-quantize",
+        &[
+            ("parallel", Layer::Leaf),
+            ("onnx", Layer::Leaf),
+            ("graph", Layer::Leaf),
+            ("types", Layer::Leaf),
+            ("ops", Layer::Leaf),
+            // Last of the leaves: its reasons name nodes, tensors and element types, and wrap
+            // the reasons `onnx` and `graph` give.
+            ("error", Layer::Leaf),
+            ("normalize", Layer::Stage),
+            ("calibrate", Layer::Stage),
+            ("quantize", Layer::Stage),
+            ("fidelity", Layer::Stage),
+            ("speed", Layer::Stage),
+            ("report", Layer::Stage),
+            ("pipeline", Layer::Stage),
+            // `kenosis cast`: decodes and reads external data as the pipeline does.
+            ("cast", Layer::Stage),
+            ("kernel_bench", Layer::Stage),
+            ("serve", Layer::Stage),
+        ],
+    ),
+    (
+        "kenosis-build",
+        &[
+            ("cargo", Layer::Stage),
+            ("images", Layer::Stage),
+            ("discover", Layer::Stage),
+            // The front end's driver: the builder `build.rs` fills, the files written for a
+            // model, where the quantizer comes from, and `Config::compile`, which drives
+            // everything above.
+            ("config", Layer::Stage),
+            ("artifact", Layer::Stage),
+            ("quantizer", Layer::Stage),
+            ("compile", Layer::Stage),
+        ],
+    ),
 ];
 
 #[derive(Clone, Copy, PartialEq)]
-enum Layer {
+pub enum Layer {
     Leaf,
     Stage,
 }
 
 pub fn run(_args: Args) -> Result<ExitCode> {
-    let src = crate::workspace_root().join("kenosis-build/src");
-    let violations = check(&src)?;
+    let root = crate::workspace_root();
+    let mut violations = crate_violations(&workspace_dependencies()?);
+    for (krate, layers) in MODULES {
+        let found = check(&root.join(krate).join("src"), layers)?;
+        violations.extend(found.into_iter().map(|v| format!("{krate}: {v}")));
+    }
     if violations.is_empty() {
-        eprintln!("xtask: kenosis-build's modules depend one way");
+        eprintln!("xtask: Kenosis's crates and the modules of its build path depend one way");
         return Ok(ExitCode::SUCCESS);
     }
     for v in &violations {
         eprintln!("xtask: layers: {v}");
     }
     bail!(
-        "{} module dependencies of kenosis-build break the layering",
+        "{} crate or module dependencies break the layering",
         violations.len()
     )
 }
 
+/// One dependency of a workspace crate on another Kenosis crate.
+struct Dependency {
+    from: String,
+    to: String,
+    optional: bool,
+    dev: bool,
+}
+
+/// The dependencies of the workspace's crates on each other (`cargo metadata --no-deps`).
+fn workspace_dependencies() -> Result<Vec<Dependency>> {
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(crate::workspace_root())
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading cargo metadata's output")?;
+    let mut found = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let from = package["name"].as_str().unwrap_or_default();
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let to = dep["name"].as_str().unwrap_or_default();
+            if CRATES.contains(&to) && to != from {
+                found.push(Dependency {
+                    from: from.to_owned(),
+                    to: to.to_owned(),
+                    optional: dep["optional"].as_bool().unwrap_or(false),
+                    dev: dep["kind"].as_str() == Some("dev"),
+                });
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The crate dependencies that break [`CRATES`]' order, one line each.
+fn crate_violations(dependencies: &[Dependency]) -> Vec<String> {
+    let rank = |name: &str| CRATES.iter().position(|c| *c == name);
+    let mut violations = Vec::new();
+    for d in dependencies.iter().filter(|d| !d.dev) {
+        let (Some(from), Some(to)) = (rank(&d.from), rank(&d.to)) else {
+            violations.push(format!(
+                "crate `{}` is not listed in xtask's CRATES",
+                d.from
+            ));
+            continue;
+        };
+        let allowed =
+            to < from || (d.optional && OPTIONAL_LATER.contains(&(d.from.as_str(), d.to.as_str())));
+        if !allowed {
+            violations.push(format!(
+                "crate {} depends on {}, which comes after it",
+                d.from, d.to
+            ));
+        }
+    }
+    // The front end compiles no quantizer unless a build asks for it in process.
+    for d in dependencies {
+        if d.from == "kenosis-build" && d.to == "kenosis-quantize" && !d.dev && !d.optional {
+            violations.push("crate kenosis-build depends on kenosis-quantize by default".into());
+        }
+    }
+    violations.sort();
+    violations.dedup();
+    violations
+}
+
 /// The broken rules of the crate at `src`, one line each; empty when it is layered.
-pub fn check(src: &Path) -> Result<Vec<String>> {
+pub fn check(src: &Path, layers: &[(&str, Layer)]) -> Result<Vec<String>> {
     let modules = modules(src)?;
     let names: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
+    let imported = imported_at_root(&src.join("lib.rs"))?;
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     // Modules declared `#[cfg(test)] mod name;`: test support, which may use anything.
     let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
@@ -106,7 +235,11 @@ pub fn check(src: &Path) -> Result<Vec<String>> {
         for (inline, path) in paths.found {
             let scope: Vec<String> = module.iter().chain(&inline).cloned().collect();
             if let Some(target) = resolve(&scope, &path, &names) {
-                if &target != module {
+                // `crate::cache` where the root imports `cache` from another crate.
+                let from_another_crate = target.is_empty()
+                    && path.first().is_some_and(|p| p == "crate")
+                    && path.get(1).is_some_and(|name| imported.contains(name));
+                if &target != module && !from_another_crate {
                     edges.entry(module.clone()).or_default().insert(target);
                 }
             }
@@ -126,7 +259,7 @@ pub fn check(src: &Path) -> Result<Vec<String>> {
     let mut violations = Vec::new();
     for (from, targets) in &edges {
         for to in targets {
-            if let Some(why) = breaks_order(from, to) {
+            if let Some(why) = breaks_order(layers, from, to) {
                 violations.push(format!("{} uses {}: {why}", show(from), show(to)));
             }
         }
@@ -221,8 +354,44 @@ fn resolve(
     best
 }
 
+/// The names the crate root at `lib` imports from other crates (`use other::{a, b as c}`:
+/// `a` and `c`), which modules reach as `crate::a` without using the root.
+fn imported_at_root(lib: &Path) -> Result<BTreeSet<String>> {
+    fn leaves(tree: &syn::UseTree, found: &mut BTreeSet<String>) {
+        match tree {
+            syn::UseTree::Path(p) => leaves(&p.tree, found),
+            syn::UseTree::Name(n) => {
+                found.insert(n.ident.to_string());
+            }
+            syn::UseTree::Rename(r) => {
+                found.insert(r.rename.to_string());
+            }
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| leaves(t, found)),
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+    let text =
+        std::fs::read_to_string(lib).with_context(|| format!("reading {}", lib.display()))?;
+    let ast = syn::parse_file(&text).with_context(|| format!("parsing {}", lib.display()))?;
+    let mut found = BTreeSet::new();
+    for item in &ast.items {
+        if let syn::Item::Use(u) = item {
+            let local = match &u.tree {
+                syn::UseTree::Path(p) => {
+                    ["crate", "self", "super"].contains(&&*p.ident.to_string())
+                }
+                _ => true,
+            };
+            if !local {
+                leaves(&u.tree, &mut found);
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// Why `from` may not use `to`, if it may not.
-fn breaks_order(from: &[String], to: &[String]) -> Option<String> {
+fn breaks_order(layers: &[(&str, Layer)], from: &[String], to: &[String]) -> Option<String> {
     if from.is_empty() {
         return None; // the crate root assembles everything
     }
@@ -232,10 +401,10 @@ fn breaks_order(from: &[String], to: &[String]) -> Option<String> {
     if from.starts_with(to) || to.starts_with(from) {
         return None; // a parent and its children: see `sibling_edges`
     }
-    let rank = |m: &[String]| LAYERS.iter().position(|(name, _)| *name == m[0]);
+    let rank = |m: &[String]| layers.iter().position(|(name, _)| *name == m[0]);
     let (Some(f), Some(t)) = (rank(from), rank(to)) else {
         return Some(format!(
-            "top-level module `{}` is not listed in xtask's LAYERS",
+            "top-level module `{}` is not listed in xtask's MODULES",
             if rank(from).is_none() {
                 &from[0]
             } else {
@@ -246,7 +415,7 @@ fn breaks_order(from: &[String], to: &[String]) -> Option<String> {
     if f == t {
         return None; // siblings: the cycle check covers them
     }
-    if LAYERS[f].1 == Layer::Leaf && LAYERS[t].1 == Layer::Stage {
+    if layers[f].1 == Layer::Leaf && layers[t].1 == Layer::Stage {
         return Some("a leaf module uses a stage".into());
     }
     (t > f).then(|| format!("`{}` comes after `{}`", to[0], from[0]))
@@ -454,7 +623,12 @@ mod tests {
                 ("quantize.rs", "use crate::calibrate::a;"),
             ],
         );
-        let v = check(dir.path()).unwrap();
+        let layers = [
+            ("onnx", Layer::Leaf),
+            ("calibrate", Layer::Stage),
+            ("quantize", Layer::Stage),
+        ];
+        let v = check(dir.path(), &layers).unwrap();
         assert_eq!(
             v,
             [
@@ -467,9 +641,38 @@ mod tests {
     }
 
     #[test]
-    fn kenosis_build_is_layered() {
-        let src = crate::workspace_root().join("kenosis-build/src");
-        let v = check(&src).unwrap();
+    fn the_build_paths_crates_are_layered() {
+        for (krate, layers) in MODULES {
+            let src = crate::workspace_root().join(krate).join("src");
+            let v = check(&src, layers).unwrap();
+            assert!(v.is_empty(), "{krate}: {v:#?}");
+        }
+        let v = crate_violations(&workspace_dependencies().unwrap());
         assert!(v.is_empty(), "{v:#?}");
+    }
+
+    #[test]
+    fn a_crate_depending_on_a_later_one_is_reported_and_a_dev_dependency_is_not() {
+        let dep = |from: &str, to: &str, optional: bool, dev: bool| Dependency {
+            from: from.into(),
+            to: to.into(),
+            optional,
+            dev,
+        };
+        let v = crate_violations(&[
+            dep("kenosis-request", "kenosis-quantize", false, false),
+            dep("kenosis-build", "kenosis-quantize", false, false),
+            dep("kenosis-build", "kenosis-quantize", false, true),
+            dep("kenosis-quantize", "kenosis-build", false, true),
+            dep("kenosis-build", "kenosis-request", false, false),
+        ]);
+        assert_eq!(
+            v,
+            [
+                "crate kenosis-build depends on kenosis-quantize by default",
+                "crate kenosis-request depends on kenosis-quantize, which comes after it",
+            ],
+            "{v:#?}"
+        );
     }
 }

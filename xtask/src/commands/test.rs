@@ -115,10 +115,12 @@ fn clippy(ort: &ort::OrtEnv) -> Result<()> {
 }
 
 /// The crates published to the registry, in dependency order.
-const PUBLISHED: [&str; 7] = [
+const PUBLISHED: [&str; 9] = [
     "kenosis-options",
     "kenosis-manifest",
     "kenosis-numerics",
+    "kenosis-request",
+    "kenosis-quantize",
     "kenosis-macros",
     "kenosis-runtime",
     "kenosis-build",

@@ -1,0 +1,96 @@
+// Non-test code states why each unwrap, expect or panic cannot fire, where it stands.
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+//! Kenosis's quantizer: FP32 ONNX models to static INT8 QDQ models, calibrated in ONNX
+//! Runtime, as a library.
+//!
+//! ```no_run
+//! use std::path::Path;
+//!
+//! use kenosis_quantize::{quantize_file, Calibration, QuantizeOptions};
+//!
+//! let options = QuantizeOptions::default(); // every option at its default, for this machine
+//! let calibration = Calibration::NpyDir("calibration".into()); // or Calibration::Synthetic
+//! let quantized = quantize_file(Path::new("models/net.onnx"), &calibration, &options)?;
+//! std::fs::write("net.int8.onnx", &quantized.bytes).map_err(|e| kenosis_quantize::Error::io("net.int8.onnx", e))?;
+//! println!("{}", quantized.report.summary_line());
+//! # Ok::<(), kenosis_quantize::Error>(())
+//! ```
+//!
+//! A model is decoded, normalized (Constant → initializer, Dropout removed, opset raised to
+//! 13, BatchNormalization folded), calibrated in ONNX Runtime, and rewritten with
+//! QuantizeLinear/DequantizeLinear pairs placed so that ONNX Runtime fuses the quantized ops
+//! into its integer kernels (QLinearConv, QGemm, ...). The [`Report`] says what was done and
+//! how the INT8 model compares with FP32: fidelity on held-out samples, speed on this
+//! machine.
+//!
+//! `kenosis-build` runs this crate from a build script (through the `kenosis` binary of crate
+//! `kenosis-cli`, or linked in with its `quantizer` feature); the options are those of
+//! `include_quantized!`, resolved ([`QuantizeOptions`]).
+//!
+//! ONNX Runtime is linked through `ort`: the default `download-ort` feature downloads it
+//! where `ORT_LIB_PATH` is unset; offline builds turn default features off and set
+//! `ORT_LIB_PATH` (see the Kenosis README).
+
+// The modules, in layering order: leaves, then the stages of one model's way through the
+// crate, each using only those before it (`cargo xtask layers` checks it), then `serve`,
+// which answers a build's request. The stages are public but hidden from the docs, for
+// Kenosis's own command, tests, benchmark and fuzz targets: not a public API, anything they
+// hold changes without notice. The public API is the items re-exported below.
+#[doc(hidden)]
+pub mod graph;
+#[doc(hidden)]
+pub mod onnx;
+#[doc(hidden)]
+pub mod ops;
+mod parallel;
+#[doc(hidden)]
+pub mod types;
+// Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
+// reasons `onnx` and `graph` give.
+#[doc(hidden)]
+pub mod error;
+
+#[doc(hidden)]
+pub mod calibrate;
+#[doc(hidden)]
+pub mod fidelity;
+#[doc(hidden)]
+pub mod normalize;
+#[doc(hidden)]
+pub mod pipeline;
+#[doc(hidden)]
+pub mod quantize;
+#[doc(hidden)]
+pub mod report;
+#[doc(hidden)]
+pub mod speed;
+// `kenosis cast`: decodes and reads external data as the pipeline does.
+#[doc(hidden)]
+pub mod cast;
+#[doc(hidden)]
+pub mod kernel_bench;
+#[doc(hidden)]
+pub mod serve;
+
+#[cfg(test)]
+mod test_support;
+
+// What the quantizer reads from kenosis-request, under the names its modules use.
+use kenosis_request::{cache, kernel_costs, kernels, model_files, options, request};
+
+pub use fidelity::{FidelityReport, Floor, Measured, OutputFidelity, OutputKind, SampleSource};
+pub use kenosis_options::{Activations, Method, Weights};
+pub use kenosis_request::kernels::Evaluation;
+pub use kenosis_request::options::QuantizeOptions;
+pub use kenosis_request::{Error, OrtFailure, Result, IDENTITY};
+pub use normalize::NormalizeSummary;
+pub use pipeline::{quantize, quantize_file, Calibration, Quantized};
+pub use quantize::plan::FloatNode;
+pub use quantize::reason::FloatReason;
+pub use quantize::rewrite::RewriteSummary;
+pub use report::Report;
+pub use serve::serve;
+pub use speed::{SpeedCheck, SpeedReport, Timing};
