@@ -726,7 +726,7 @@ pub const FLOOR_RANKING_SAMPLES: usize = 16;
 /// nodes in FP32 are measured once) and ranked by its gain per node it returns to FP32, so
 /// that an activation tensor, which takes its writer and readers along, is chosen over an op
 /// only when it gains more per op. The gain is the cosine gain (and a thousandth of the
-/// top-1 gain) for a requested target, and the fall of [`Measured::loss`] for a
+/// top-1 gain) for a requested target, and the fall of `Measured::loss` for a
 /// [`Judge::Floor`], which also weighs relative error, arg-max agreement and non-finite
 /// mismatches. Candidates are then added in that order until the judge holds on
 /// `evaluator`'s held-out samples (greedy, as for a knapsack by value density). Against a

@@ -14,7 +14,7 @@
 //! ([`thread_counts`]): the `intra_threads` option, else `kenosis_runtime`'s default for
 //! this machine ([`kenosis_manifest::default_intra_threads`]). A build script shares the
 //! machine with other compile jobs, so:
-//! - the threads beyond the first are taken from cargo's jobserver first ([`Tokens`]), as a
+//! - the threads beyond the first are taken from cargo's jobserver first (`Tokens`), as a
 //!   compile job would, so that the build does not time them against jobs it started;
 //! - the two models run interleaved, one run of each per round, so a change of load touches
 //!   both, and the speedup is the median of the per-round ratios;
