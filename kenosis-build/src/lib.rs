@@ -227,6 +227,9 @@ pub use error::{Error, OrtFailure, Result};
 /// Images turned into calibration samples, with the `images` feature.
 #[cfg(feature = "images")]
 pub use images::{calibration_images, IMAGE_EXTENSIONS};
+/// Images decoded and resized by a preprocessing spec, with the `image-preprocess` feature.
+#[cfg(feature = "image-preprocess")]
+pub use images::{image_preprocessor, preprocess_image};
 pub use kenosis_manifest::TensorInfo;
 pub use kenosis_options::{Activations, Method, Weights};
 pub use kernels::Evaluation;

@@ -31,6 +31,14 @@ pub enum Error {
     /// `cargo metadata` cannot describe the package (`kenosis report`).
     #[error("cargo metadata: {0}")]
     CargoMetadata(#[from] kenosis_build::cargo::MetadataFailure),
+    /// `--images` cannot make samples: the folder, an image or the model named, and why.
+    #[error("{path}: {reason}")]
+    Images {
+        /// The folder, image file or model.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// Two models cannot be compared (different inputs, or no float output).
     #[error("{0}")]
     Mismatch(String),

@@ -18,6 +18,8 @@ mod build_request;
 mod cast;
 mod diff;
 mod error;
+mod format;
+mod images;
 mod inspect;
 mod model;
 mod op_loss;
@@ -56,6 +58,10 @@ enum Command {
     Inspect {
         /// The ONNX model
         model: PathBuf,
+        /// Print lines for people (text) or one JSON document for scripts (see
+        /// docs/cli-json.md)
+        #[arg(long, value_enum, default_value_t = format::Format::Text)]
+        format: format::Format,
     },
     /// Show what differs between two models: inputs and outputs, operator counts, nodes and
     /// weights
@@ -64,6 +70,10 @@ enum Command {
         a: PathBuf,
         /// The second model (e.g. its INT8 artifact)
         b: PathBuf,
+        /// Print lines for people (text) or one JSON document for scripts (see
+        /// docs/cli-json.md)
+        #[arg(long, value_enum, default_value_t = format::Format::Text)]
+        format: format::Format,
     },
     /// Show what the last `cargo build` of the current package quantized: each model's ops
     /// in INT8 and in FP32 with the reason, fidelity, sizes, and where the artifact and its
@@ -94,8 +104,8 @@ fn main() -> ExitCode {
     let done = match cli.command {
         Command::Quantize(args) => quantize::run(&args),
         Command::Validate(args) => validate::run(&args),
-        Command::Inspect { model } => inspect::run(&model),
-        Command::Diff { a, b } => diff::run(&a, &b),
+        Command::Inspect { model, format } => inspect::run(&model, format),
+        Command::Diff { a, b, format } => diff::run(&a, &b, format),
         Command::Report(args) => report::run(&args),
         Command::Cast(args) => cast::run(&args),
         Command::BuildRequest => build_request::run(),

@@ -21,10 +21,13 @@ use kenosis_build::calibrate::session::{sample_inputs, session};
 use kenosis_build::calibrate::SampleValue;
 use kenosis_build::onnx::ModelProto;
 use kenosis_build::{Calibration, QuantizeOptions};
+use kenosis_options::preprocess::ImagePreprocess;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
+use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::format::Format;
 use crate::inspect::megabytes;
 use crate::op_loss::{Attribution, OpLoss};
 
@@ -47,9 +50,134 @@ pub struct Args {
     /// data
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// A folder of images (JPEG) as samples, each preprocessed as --preprocess says (the
+    /// files directly in DIR, in name order; one sample each, for a model with one image
+    /// input)
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "preprocess",
+        conflicts_with = "data"
+    )]
+    images: Option<PathBuf>,
+    /// How the model wants its images, written as its card states it: comma-separated
+    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD],
+    /// scale=S, mean=M[:M:M], std=S[:S:S]. A pixel p (0-255) of channel c becomes
+    /// (p * scale - mean[c]) / std[c]; without scale=, scale is 1/255 when every mean and
+    /// std value is at most 1, else 1. E.g.
+    /// "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225" or
+    /// "bgr,mean=104:117:123". See docs/preprocess.md
+    #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
+    preprocess: Option<ImagePreprocess>,
     /// Timed runs of each model for the latency (interleaved, median)
     #[arg(long, value_name = "N", default_value_t = 20)]
     timed: usize,
+    /// Print lines for people (text) or one JSON document for scripts (see
+    /// docs/cli-json.md)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// What `kenosis validate --format json` prints (see `docs/cli-json.md`). The second model
+/// is called `int8` as in the build's report, whatever it holds (`int8_label` says what).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Validation {
+    /// The FP32 original as given.
+    pub fp32_path: String,
+    /// The model checked against it as given.
+    pub int8_path: String,
+    /// What it holds (`INT8`, `FP16`, `INT8+FP16`, ...), else its file name.
+    pub int8_label: String,
+    /// The FP32 file's size in bytes.
+    pub size_fp32: usize,
+    /// The other file's size in bytes.
+    pub size_int8: usize,
+    /// Where the samples came from.
+    pub data: DataSource,
+    /// Agreement on the samples.
+    pub fidelity: Fidelity,
+    /// Latency of both models.
+    pub speed: Speed,
+    /// The ops losing the most fidelity; `null` when the models share no intermediate
+    /// tensor name.
+    pub op_losses: Option<OpLosses>,
+}
+
+/// Where the samples of [`Validation`] came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataSource {
+    /// `npy` (a folder of `.npy` files, `--data`), `images` (`--images`) or `synthetic`.
+    pub kind: &'static str,
+    /// The folder given; `null` for synthetic samples.
+    pub path: Option<String>,
+    /// With `images`, the `--preprocess` spec as read, every item explicit (the size and
+    /// the scale resolved); `null` otherwise.
+    pub preprocess: Option<String>,
+    /// Synthetic image input → the value range its images span (`"[0, 255]"`), as the build
+    /// report's `synthetic_image_ranges`; empty with real data.
+    pub synthetic_image_ranges: std::collections::BTreeMap<String, String>,
+}
+
+/// Agreement, named as the build report's `fidelity`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fidelity {
+    /// Samples compared.
+    pub samples: usize,
+    /// The figures.
+    pub measured: Measured,
+}
+
+/// Agreement figures, named as the build report's `fidelity.measured`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measured {
+    /// Mean over samples of each sample's worst output cosine.
+    pub mean_cosine: f64,
+    /// One-sided 95% lower confidence bound of `mean_cosine`: mean − 1.645·s/√n (the mean
+    /// itself below 2 samples), as the build report computes it.
+    pub cosine_lower_bound: f64,
+    /// The worst sample's cosine.
+    pub min_cosine: f64,
+    /// Fraction (0 to 1) of samples whose first float output has the same argmax.
+    pub top1_agreement: f64,
+}
+
+/// Single-thread latency, named as the build report's `speed`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Speed {
+    /// Median FP32 latency, milliseconds.
+    pub fp32_ms: f64,
+    /// Median latency of the other model, milliseconds.
+    pub int8_ms: f64,
+    /// `fp32_ms / int8_ms`: above 1 when the other model is faster.
+    pub speedup: f64,
+    /// Interleaved timed runs of each model.
+    pub runs: usize,
+    /// Threads each run used (1).
+    pub threads: usize,
+}
+
+/// The ops losing the most fidelity, most first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpLosses {
+    /// Samples the activations were compared on (the first few).
+    pub samples: usize,
+    /// Every node losing fidelity, most loss first.
+    pub ops: Vec<OpLossJson>,
+}
+
+/// One node of [`OpLosses`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OpLossJson {
+    /// The node's name in the normalized FP32 graph.
+    pub node: String,
+    /// Its operator.
+    pub op_type: String,
+    /// Mean cosine of its output with the other model's.
+    pub output_cosine: f64,
+    /// The lowest mean cosine among its float inputs.
+    pub input_cosine: f64,
+    /// `input_cosine - output_cosine`.
+    pub loss: f64,
 }
 
 /// Agreement over the samples.
@@ -63,6 +191,8 @@ pub struct Agreement {
     pub min_cosine: f64,
     /// Samples whose first float output has the same argmax in both models.
     pub top1_agree: usize,
+    /// One-sided 95% lower confidence bound of `mean_cosine` (see [`Measured`]).
+    pub cosine_lower_bound: f64,
 }
 
 /// Compares the two models and prints the table.
@@ -75,11 +205,18 @@ pub fn run(args: &Args) -> Result<()> {
     let (int8, size_int8) = crate::model::read(&args.int8)?;
     let normalized = kenosis_build::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
     let specs = input_specs(normalized.graph());
-    let calibration = match &args.data {
-        Some(dir) => Calibration::NpyDir(dir.clone()),
-        None => Calibration::Synthetic,
+    // With --images, the spec as read, its size resolved.
+    let mut resolved = None;
+    let calibration = match (&args.images, &args.preprocess, &args.data) {
+        (Some(dir), Some(spec), _) => {
+            let (data, spec) = crate::images::samples(dir, spec, &args.fp32, &specs)?;
+            resolved = Some(spec);
+            Calibration::Data(data)
+        }
+        (_, _, Some(dir)) => Calibration::NpyDir(dir.clone()),
+        _ => Calibration::Synthetic,
     };
-    let (data, _) = kenosis_build::pipeline::calibration_data(
+    let (data, synthetic_image_ranges) = kenosis_build::pipeline::calibration_data(
         &calibration,
         normalized.model(),
         &specs,
@@ -98,15 +235,78 @@ pub fn run(args: &Args) -> Result<()> {
         kenosis_build::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed);
     spinner.finish_and_clear();
     let (fp32_ms, int8_ms) = timed?;
-    let source = match &args.data {
-        Some(dir) => format!("the samples in {}", dir.display()),
-        None => {
-            "synthetic samples (they do not predict agreement on real data; give --data)".into()
-        }
-    };
     let label = crate::inspect::precision(&int8).unwrap_or_else(|| {
         (args.int8.file_name()).map_or_else(|| "model B".into(), |f| f.to_string_lossy().into())
     });
+    // Run after the table is printed in text, so that it shows while the ops are ranked.
+    let attribute = || {
+        crate::op_loss::attribute(
+            &args.fp32,
+            normalized.model(),
+            &args.int8,
+            &int8,
+            &names,
+            &data.samples,
+        )
+    };
+    if args.format == Format::Json {
+        return crate::format::print_json(&Validation {
+            fp32_path: args.fp32.display().to_string(),
+            int8_path: args.int8.display().to_string(),
+            int8_label: label,
+            size_fp32,
+            size_int8,
+            data: DataSource {
+                kind: match (&args.images, &args.data) {
+                    (Some(_), _) => "images",
+                    (None, Some(_)) => "npy",
+                    (None, None) => "synthetic",
+                },
+                path: (args.images.as_ref().or(args.data.as_ref()))
+                    .map(|d| d.display().to_string()),
+                preprocess: resolved.as_ref().map(ToString::to_string),
+                synthetic_image_ranges,
+            },
+            fidelity: Fidelity {
+                samples: agreement.samples,
+                measured: Measured {
+                    mean_cosine: agreement.mean_cosine,
+                    cosine_lower_bound: agreement.cosine_lower_bound,
+                    min_cosine: agreement.min_cosine,
+                    top1_agreement: agreement.top1_agree as f64 / agreement.samples.max(1) as f64,
+                },
+            },
+            speed: Speed {
+                fp32_ms,
+                int8_ms,
+                speedup: fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
+                runs: args.timed.max(1),
+                threads: 1,
+            },
+            op_losses: match attribute()? {
+                Attribution::NoSharedTensors => None,
+                Attribution::Ranked { samples, ops, .. } => Some(OpLosses {
+                    samples,
+                    ops: (ops.iter())
+                        .map(|o| OpLossJson {
+                            node: o.node.clone(),
+                            op_type: o.op_type.clone(),
+                            output_cosine: o.output_cosine,
+                            input_cosine: o.input_cosine,
+                            loss: o.loss(),
+                        })
+                        .collect(),
+                }),
+            },
+        });
+    }
+    let source = match (&args.images, &resolved, &args.data) {
+        (Some(dir), Some(spec), _) => format!("images in {} as {spec}", dir.display()),
+        (_, _, Some(dir)) => format!("the samples in {}", dir.display()),
+        _ => "synthetic samples (they do not predict agreement on real data; give --data or \
+              --images)"
+            .into(),
+    };
     let w = label.len().max(COLUMN);
     println!("{:<10} {:>w$} {:>w$}", "", "FP32", label);
     println!(
@@ -132,14 +332,7 @@ pub fn run(args: &Args) -> Result<()> {
         agreement.top1_agree,
         agreement.samples
     );
-    let attribution = crate::op_loss::attribute(
-        &args.fp32,
-        normalized.model(),
-        &args.int8,
-        &int8,
-        &names,
-        &data.samples,
-    )?;
+    let attribution = attribute()?;
     print_op_losses(&attribution, data.samples.len(), &args.int8);
     Ok(())
 }
@@ -242,11 +435,22 @@ pub fn agreement(
         top1_agree += usize::from(argmax(first_a) == argmax(first_b));
     }
     let n = cosines.len().max(1) as f64;
+    let mean_cosine = cosines.iter().sum::<f64>() / n;
+    let cosine_lower_bound = if cosines.len() < 2 {
+        mean_cosine
+    } else {
+        let variance = (cosines.iter())
+            .map(|c| (c - mean_cosine).powi(2))
+            .sum::<f64>()
+            / (n - 1.0);
+        mean_cosine - 1.645 * variance.sqrt() / n.sqrt()
+    };
     Ok(Agreement {
         samples: cosines.len(),
-        mean_cosine: cosines.iter().sum::<f64>() / n,
+        mean_cosine,
         min_cosine: cosines.iter().copied().fold(f64::INFINITY, f64::min),
         top1_agree,
+        cosine_lower_bound,
     })
 }
 

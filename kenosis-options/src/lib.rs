@@ -24,6 +24,7 @@ use syn::{Ident, LitStr, Token, Visibility};
 
 pub mod check;
 pub mod merge;
+pub mod preprocess;
 pub mod table;
 pub mod value;
 
