@@ -1,0 +1,491 @@
+//! `--format json` and `--images DIR --preprocess SPEC` driven as a script and a user drive
+//! them: on the shared SqueezeNet 1.0 and EfficientNet-Lite0 and real ImageNet JPEGs, the
+//! JSON parsed and checked against the model files themselves, and the image path compared
+//! with the `.npy` path on the same images.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kenosis_build::onnx::ModelProto;
+use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
+use prost::Message;
+use serde_json::Value;
+
+/// SqueezeNet 1.0 (Caffe): BGR, 0-255 minus the BGR channel means.
+const SQUEEZENET: &str = "bgr,nchw,224x224,stretch,mean=104:117:123";
+/// EfficientNet-Lite0: RGB, (x - 127) / 128, in 0-255 units.
+const EFFICIENTNET: &str = "rgb,nchw,224x224,mean=127,std=128";
+
+fn kenosis(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kenosis"))
+        .args(args)
+        .output()
+        .expect("kenosis runs")
+}
+
+/// stdout of a run that must succeed.
+fn ok(args: &[&str]) -> String {
+    let out = kenosis(args);
+    assert!(
+        out.status.success(),
+        "kenosis {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// stdout of a run that must succeed, as JSON.
+fn json(args: &[&str]) -> Value {
+    let text = ok(args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("kenosis {args:?}: {e}:\n{text}"))
+}
+
+/// stderr of a run that must fail.
+fn fails(args: &[&str]) -> String {
+    let out = kenosis(args);
+    assert!(!out.status.success(), "kenosis {args:?} succeeded");
+    String::from_utf8(out.stderr).expect("UTF-8")
+}
+
+fn arg(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+fn decode(path: &Path) -> ModelProto {
+    ModelProto::decode(std::fs::read(path).expect("model").as_slice()).expect("decodes")
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).expect("file").len()
+}
+
+fn f64_at(v: &Value, pointer: &str) -> f64 {
+    v.pointer(pointer)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("a number at {pointer} in {v:#}"))
+}
+
+fn u64_at(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("a count at {pointer} in {v:#}"))
+}
+
+/// Nodes of `model`'s main graph with operator `op`.
+fn count_op(model: &ModelProto, op: &str) -> u64 {
+    (model.graph.iter().flat_map(|g| &g.node))
+        .filter(|n| n.op_type() == op)
+        .count() as u64
+}
+
+/// `images` copied into `dir` (a folder of images only, as `--images` reads one).
+fn image_folder(dir: &Path, images: &[PathBuf]) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for image in images {
+        std::fs::copy(image, dir.join(image.file_name().expect("a file name"))).expect("copy");
+    }
+}
+
+/// `.npy` files of `images` in preprocessing `pre` (kenosis-eval's own decoder), in `dir`,
+/// in the images' order.
+fn npy_folder(dir: &Path, images: &[PathBuf], pre: Preprocess) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for (i, x) in load_batch(images, pre).iter().enumerate() {
+        ndarray_npy::write_npy(dir.join(format!("{i:03}.npy")), x).expect("write npy");
+    }
+}
+
+/// SqueezeNet: `inspect`, `diff` and `validate` print JSON whose figures are those of the
+/// files (counted here from the models themselves) and of the run; the INT8 model is
+/// calibrated from JPEGs with `--images`.
+#[test]
+fn inspect_diff_and_validate_print_json_on_squeezenet() {
+    let Some(shared) = shared_dir() else { return };
+    let fp32 = shared.join("models/squeezenet1.0.onnx");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = imagenet_files(&shared);
+    let (calib, eval) = (dir.path().join("calib"), dir.path().join("eval"));
+    image_folder(&calib, &files[..20]);
+    npy_folder(
+        &eval,
+        &files[files.len() - 16..],
+        Preprocess::BgrMeanSubtracted,
+    );
+    let model = decode(&fp32);
+    let graph = model.graph.as_ref().expect("graph");
+
+    // inspect
+    let shown = json(&["inspect", arg(&fp32), "--format", "json"]);
+    assert_eq!(shown["size_bytes"].as_u64(), Some(file_size(&fp32)));
+    assert_eq!(shown["ir_version"].as_i64(), Some(model.ir_version()));
+    assert_eq!(shown["nodes"].as_u64(), Some(graph.node.len() as u64));
+    assert_eq!(
+        shown["operators"]["Conv"].as_u64(),
+        Some(count_op(&model, "Conv"))
+    );
+    let inputs = shown["inputs"].as_array().expect("inputs");
+    assert_eq!(inputs.len(), 1, "{shown:#}");
+    assert_eq!(inputs[0]["name"], "data_0");
+    assert_eq!(inputs[0]["dtype"], "f32");
+    assert_eq!(inputs[0]["shape"], serde_json::json!([1, 3, 224, 224]));
+    let parameters: i64 = (graph.initializer.iter())
+        .map(|t| t.dims.iter().product::<i64>())
+        .sum();
+    assert_eq!(shown["parameters"].as_i64(), Some(parameters));
+    assert_eq!(
+        shown["initializers"].as_u64(),
+        Some(graph.initializer.len() as u64)
+    );
+    assert!(shown["precision"].is_null(), "FP32: {shown:#}");
+    let largest = shown["largest"].as_array().expect("largest");
+    let most = (graph.initializer.iter())
+        .map(|t| t.dims.iter().product::<i64>())
+        .max();
+    assert_eq!(largest[0]["elements"].as_i64(), most);
+
+    // quantize from JPEGs, BGR minus the means, as the model card says.
+    let int8 = dir.path().join("squeezenet.int8.onnx");
+    let said = ok(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&int8),
+        "--images",
+        arg(&calib),
+        "--preprocess",
+        SQUEEZENET,
+    ]);
+    assert!(said.contains("calibrating on 20 images"), "{said}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(int8.with_extension("json")).expect("report"))
+            .expect("JSON");
+    assert_eq!(report["calibration_synthetic"], false, "{report:#}");
+    assert_eq!(
+        report["calibration_samples"].as_u64(),
+        Some(16),
+        "{report:#}"
+    );
+    let artifact = decode(&int8);
+
+    // diff
+    let diff = json(&["diff", arg(&fp32), arg(&int8), "--format", "json"]);
+    assert_eq!(diff["inputs"]["same"], true, "{diff:#}");
+    assert_eq!(diff["a"]["size_bytes"].as_u64(), Some(file_size(&fp32)));
+    assert_eq!(diff["b"]["size_bytes"].as_u64(), Some(file_size(&int8)));
+    let q = count_op(&artifact, "QuantizeLinear");
+    assert!(q > 0);
+    assert_eq!(u64_at(&diff, "/operators/QuantizeLinear/a"), 0);
+    assert_eq!(u64_at(&diff, "/operators/QuantizeLinear/b"), q);
+    assert_eq!(
+        u64_at(&diff, "/operators/Conv/b"),
+        count_op(&artifact, "Conv")
+    );
+    assert_eq!(
+        u64_at(&diff, "/initializers/b"),
+        artifact.graph.as_ref().expect("graph").initializer.len() as u64
+    );
+
+    // validate on held-out images given as .npy: the figures the text prints, as numbers.
+    let checked = json(&[
+        "validate",
+        arg(&fp32),
+        arg(&int8),
+        "--data",
+        arg(&eval),
+        "--timed",
+        "3",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(checked["data"]["kind"], "npy", "{checked:#}");
+    assert_eq!(checked["int8_label"], "INT8", "{checked:#}");
+    assert_eq!(checked["size_fp32"].as_u64(), Some(file_size(&fp32)));
+    assert_eq!(checked["size_int8"].as_u64(), Some(file_size(&int8)));
+    assert_eq!(u64_at(&checked, "/fidelity/samples"), 16);
+    let mean = f64_at(&checked, "/fidelity/measured/mean_cosine");
+    let worst = f64_at(&checked, "/fidelity/measured/min_cosine");
+    let bound = f64_at(&checked, "/fidelity/measured/cosine_lower_bound");
+    let top1 = f64_at(&checked, "/fidelity/measured/top1_agreement");
+    assert!(mean > 0.95 && mean < 1.0, "{checked:#}");
+    assert!(worst <= mean && bound <= mean, "{checked:#}");
+    assert!((0.0..=1.0).contains(&top1), "{checked:#}");
+    assert!(f64_at(&checked, "/speed/fp32_ms") > 0.0);
+    assert!(f64_at(&checked, "/speed/int8_ms") > 0.0);
+    assert_eq!(u64_at(&checked, "/speed/runs"), 3);
+    let ops = checked
+        .pointer("/op_losses/ops")
+        .and_then(Value::as_array)
+        .expect("op losses");
+    assert!(!ops.is_empty(), "{checked:#}");
+    for op in ops {
+        let node = op["node"].as_str().expect("a node name");
+        let kept = (artifact.graph.iter().flat_map(|g| &g.node)).find(|n| n.name() == node);
+        assert_eq!(
+            kept.map(|n| n.op_type()),
+            op["op_type"].as_str(),
+            "{checked:#}"
+        );
+    }
+
+    // The text form says the same: the mean cosine to the four decimals it shows.
+    let text = ok(&[
+        "validate",
+        arg(&fp32),
+        arg(&int8),
+        "--data",
+        arg(&eval),
+        "--timed",
+        "1",
+    ]);
+    assert!(
+        text.contains(&format!("cosine mean {mean:.4}")),
+        "{mean:.4} in:\n{text}"
+    );
+}
+
+/// EfficientNet-Lite0 from raw JPEGs in two commands, `quantize --images` then `validate
+/// --images`, gives the fidelity of the `.npy` path on the same images (decoded here by
+/// kenosis-eval's own preprocessing, RGB (x - 127) / 128).
+#[test]
+fn efficientnet_from_images_matches_the_npy_path() {
+    let Some(shared) = shared_dir() else { return };
+    let fp32 = shared.join("models/efficientnet_lite0.onnx");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = imagenet_files(&shared);
+    let calib_files = &files[..20];
+    let eval_files: Vec<PathBuf> = files
+        .iter()
+        .skip(100)
+        .step_by(40)
+        .take(20)
+        .cloned()
+        .collect();
+    let (calib_images, calib_npy) = (dir.path().join("calib"), dir.path().join("calib-npy"));
+    let (eval_images, eval_npy) = (dir.path().join("eval"), dir.path().join("eval-npy"));
+    image_folder(&calib_images, calib_files);
+    npy_folder(&calib_npy, calib_files, Preprocess::RgbCentered);
+    image_folder(&eval_images, &eval_files);
+    npy_folder(&eval_npy, &eval_files, Preprocess::RgbCentered);
+
+    let from_images = dir.path().join("images.int8.onnx");
+    let from_npy = dir.path().join("npy.int8.onnx");
+    ok(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&from_images),
+        "--images",
+        arg(&calib_images),
+        "--preprocess",
+        EFFICIENTNET,
+    ]);
+    ok(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&from_npy),
+        "--calibration",
+        arg(&calib_npy),
+    ]);
+    let report = |artifact: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(artifact.with_extension("json")).expect("report"))
+            .expect("JSON")
+    };
+    let (ri, rn) = (report(&from_images), report(&from_npy));
+    assert_eq!(ri["calibration_samples"], rn["calibration_samples"]);
+    let build_cosine = |r: &Value| f64_at(r, "/fidelity/measured/mean_cosine");
+    eprintln!(
+        "build fidelity: images {:.6}, npy {:.6}",
+        build_cosine(&ri),
+        build_cosine(&rn)
+    );
+    // Within noise: a few held-out samples, a cosine near 0.997.
+    assert!(
+        (build_cosine(&ri) - build_cosine(&rn)).abs() < 2e-3,
+        "{ri:#}\n{rn:#}"
+    );
+
+    // validate each artifact on held-out JPEGs, and on the same images as .npy.
+    let validate = |artifact: &Path, data: &[&str]| -> Value {
+        let mut args = vec![
+            "validate",
+            arg(&fp32),
+            arg(artifact),
+            "--timed",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(data);
+        json(&args)
+    };
+    let by_images = validate(
+        &from_images,
+        &[
+            "--images",
+            arg(&eval_images),
+            "--preprocess",
+            "rgb,mean=127,std=128",
+        ],
+    );
+    let by_npy = validate(&from_npy, &["--data", arg(&eval_npy)]);
+    assert_eq!(by_images["data"]["kind"], "images");
+    // The size the model declares fills in the spec's.
+    assert_eq!(
+        by_images["data"]["preprocess"],
+        "rgb,nchw,224x224,stretch,scale=1,mean=127,std=128"
+    );
+    assert_eq!(u64_at(&by_images, "/fidelity/samples"), 20);
+    assert_eq!(u64_at(&by_npy, "/fidelity/samples"), 20);
+    let (ci, cn) = (
+        f64_at(&by_images, "/fidelity/measured/mean_cosine"),
+        f64_at(&by_npy, "/fidelity/measured/mean_cosine"),
+    );
+    let (ti, tn) = (
+        f64_at(&by_images, "/fidelity/measured/top1_agreement"),
+        f64_at(&by_npy, "/fidelity/measured/top1_agreement"),
+    );
+    eprintln!("validate: images cosine {ci:.6} top-1 {ti:.3}; npy cosine {cn:.6} top-1 {tn:.3}");
+    assert!(ci > 0.98 && cn > 0.98, "{by_images:#}\n{by_npy:#}");
+    assert!((ci - cn).abs() < 2e-3, "{by_images:#}\n{by_npy:#}");
+    // Two of 20 samples changing their top-1 is noise at this size.
+    assert!((ti - tn).abs() <= 0.1 + 1e-9, "{by_images:#}\n{by_npy:#}");
+}
+
+/// Bad `--images` input fails naming the folder, the image, the model or the spec item, and
+/// writes no artifact.
+#[test]
+fn bad_image_input_fails_naming_what_is_wrong() {
+    let Some(shared) = shared_dir() else { return };
+    let fp32 = shared.join("models/squeezenet1.0.onnx");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.onnx");
+    let quantize = |images: &Path, spec: &str| {
+        fails(&[
+            "quantize",
+            arg(&fp32),
+            "-o",
+            arg(&out),
+            "--images",
+            arg(images),
+            "--preprocess",
+            spec,
+        ])
+    };
+
+    // No image in the folder.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    std::fs::write(empty.join("notes.txt"), "no image").expect("write");
+    let err = quantize(&empty, SQUEEZENET);
+    assert!(err.contains("empty") && err.contains("no images"), "{err}");
+
+    // A file that is not the JPEG its name says.
+    let broken = dir.path().join("broken");
+    image_folder(&broken, &imagenet_files(&shared)[..2]);
+    std::fs::write(broken.join("zz.jpg"), "not a JPEG").expect("write");
+    let err = quantize(&broken, SQUEEZENET);
+    assert!(
+        err.contains("zz.jpg") && err.contains("cannot be decoded"),
+        "{err}"
+    );
+
+    // A size the model does not take, a layout that puts 224 channels, a bad item.
+    let good = dir.path().join("good");
+    image_folder(&good, &imagenet_files(&shared)[..2]);
+    let err = quantize(&good, "bgr,320x320");
+    assert!(
+        err.contains("squeezenet1.0.onnx") && err.contains("320x320") && err.contains("224x224"),
+        "{err}"
+    );
+    let err = quantize(&good, "nhwc");
+    assert!(err.contains("channel dimension is 224"), "{err}");
+    let err = quantize(&good, "bgr,mean=1:2");
+    assert!(err.contains("`mean` has 2 values"), "{err}");
+    let err = quantize(&good, "bgr,crop=2");
+    assert!(err.contains("crop=2"), "{err}");
+    assert!(!out.exists(), "no artifact after an error");
+
+    // --images needs --preprocess, and does not go with --calibration.
+    let err = fails(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&out),
+        "--images",
+        arg(&good),
+    ]);
+    assert!(err.contains("--preprocess"), "{err}");
+    let err = fails(&[
+        "validate",
+        arg(&fp32),
+        arg(&fp32),
+        "--images",
+        arg(&good),
+        "--preprocess",
+        SQUEEZENET,
+        "--data",
+        arg(&good),
+    ]);
+    assert!(err.contains("--data"), "{err}");
+}
+
+/// `kenosis report --format json` gives each model's manifest entry and its build report, as
+/// the build wrote them.
+#[test]
+fn report_prints_the_manifest_and_each_report_as_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let krate = dir.path().join("reported");
+    std::fs::create_dir_all(krate.join("src")).expect("mkdir");
+    std::fs::create_dir_all(krate.join("models")).expect("mkdir");
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"reported\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .expect("write");
+    std::fs::write(krate.join("src/lib.rs"), "").expect("write");
+    let tiny = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/fixtures/tiny/tiny_conv.onnx"
+    );
+    std::fs::copy(tiny, krate.join("models/tiny.onnx")).expect("copy");
+    let target = dir.path().join("target");
+    let out_dir = target.join("debug/build/reported-0123456789abcdef/out");
+    kenosis_build::Config::new()
+        .manifest_dir(&krate)
+        .out_dir(&out_dir)
+        .cache_dir(dir.path().join("cache"))
+        .target("x86_64-unknown-linux-gnu")
+        .fp32_where_faster(false)
+        .model("models/tiny.onnx")
+        .compile()
+        .expect("builds");
+    let out = Command::new(env!("CARGO_BIN_EXE_kenosis"))
+        .args(["report", "--format", "json", "--manifest-path"])
+        .arg(krate.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("kenosis runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(shown["package"], "reported");
+    let models = shown["models"].as_array().expect("models");
+    assert_eq!(models.len(), 1, "{shown:#}");
+    let model = &models[0];
+    assert_eq!(model["source"], "models/tiny.onnx");
+    let artifact = PathBuf::from(model["artifact_path"].as_str().expect("artifact_path"));
+    let report_path = PathBuf::from(model["report_path"].as_str().expect("report_path"));
+    // The report as the build wrote it, field for field.
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(&report_path).expect("report")).expect("JSON");
+    assert_eq!(model["report"], written);
+    assert_eq!(u64_at(model, "/report/ops_quantized/Conv"), 1);
+    assert_eq!(
+        model["report"]["size_int8"].as_u64(),
+        Some(file_size(&artifact))
+    );
+}
