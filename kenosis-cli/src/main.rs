@@ -1,14 +1,20 @@
 //! `kenosis`: Kenosis's quantizer as a command, for checking a model outside a build.
 //!
-//! - `kenosis quantize MODEL -o OUT [--calibration DIR] [key=value ...]`: what a build does
-//!   for one `include_quantized!` call, with the same options;
-//! - `kenosis validate FP32 OTHER [--data DIR] [--timed N]`: agreement, latency and size of
-//!   an INT8 or cast FP16/BF16 model against its FP32 original;
+//! - `kenosis quantize MODEL -o OUT [--calibration DIR | --images DIR --preprocess SPEC]
+//!   [key=value ...]`: what a build does for one `include_quantized!` call, with the same
+//!   options;
+//! - `kenosis validate FP32 OTHER [--data DIR | --images DIR --preprocess SPEC] [--timed N]`:
+//!   agreement, latency and size of an INT8 or cast FP16/BF16 model against its FP32
+//!   original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
 //! - `kenosis diff A B`: what differs between two models;
 //! - `kenosis report`: what the last `cargo build` of the current package quantized;
 //! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
 //!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
+//!
+//! `inspect`, `validate`, `diff` and `report` print one JSON document with `--format json`
+//! (see [`format`] and `docs/cli-json.md`); `--preprocess` is
+//! `kenosis_options::preprocess::ImagePreprocess` (see `docs/preprocess.md`).
 //!
 //! Build scripts run it too (hidden `build-request`, see kenosis-build's `quantizer`): its
 //! `--version` names the kenosis-build sources it was compiled from, which a build's front
