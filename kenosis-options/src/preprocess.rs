@@ -302,7 +302,7 @@ impl FromStr for ImagePreprocess {
                 }
                 ("std", Some(v)) => {
                     out.std = values("std", v)?;
-                    if out.std.iter().any(|s| *s == 0.0) {
+                    if out.std.contains(&0.0) {
                         return Err(range(item, "std values other than 0"));
                     }
                     "std"
