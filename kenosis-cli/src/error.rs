@@ -31,10 +31,11 @@ pub enum Error {
     /// `cargo metadata` cannot describe the package (`kenosis report`).
     #[error("cargo metadata: {0}")]
     CargoMetadata(#[from] kenosis_build::cargo::MetadataFailure),
-    /// `--images` cannot make samples: the folder, an image or the model named, and why.
+    /// `--images` or `--text` cannot make samples: the folder, file, tokenizer or model
+    /// named, and why.
     #[error("{path}: {reason}")]
-    Images {
-        /// The folder, image file or model.
+    Input {
+        /// The folder, image or text file, tokenizer or model.
         path: PathBuf,
         /// What is wrong.
         reason: String,

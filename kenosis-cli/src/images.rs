@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 /// size resolved (the model's when the spec gives none).
 ///
 /// # Errors
-/// [`Error::Images`] naming the model when it has not exactly one float input of rank 3 or
+/// [`Error::Input`] naming the model when it has not exactly one float input of rank 3 or
 /// 4 with three channels where `spec`'s layout puts them, when the spec's size differs
 /// from the input's declared one or neither gives one; naming `dir` when it cannot be
 /// listed or holds no image; naming the image that cannot be read or decoded.
@@ -39,11 +39,11 @@ pub fn samples(
     let mut samples = Vec::with_capacity(files.len());
     for file in &files {
         bar.inc(1);
-        let bytes = std::fs::read(file).map_err(|e| Error::Images {
+        let bytes = std::fs::read(file).map_err(|e| Error::Input {
             path: file.clone(),
             reason: e.to_string(),
         })?;
-        let x = kenosis_build::preprocess_image(&bytes, spec, size).map_err(|e| Error::Images {
+        let x = kenosis_build::preprocess_image(&bytes, spec, size).map_err(|e| Error::Input {
             path: file.clone(),
             reason: format!("cannot be decoded: {e}"),
         })?;
@@ -70,7 +70,7 @@ pub fn samples(
 /// The image size to produce for the model's one input, and whether it has a batch
 /// dimension.
 fn fit_input(spec: &ImagePreprocess, model: &Path, inputs: &[InputSpec]) -> Result<(Size, bool)> {
-    let bad = |reason: String| Error::Images {
+    let bad = |reason: String| Error::Input {
         path: model.to_owned(),
         reason,
     };
@@ -157,7 +157,7 @@ fn describe(dims: &[Option<i64>]) -> String {
 
 /// The image files directly in `dir` (by `kenosis_build::IMAGE_EXTENSIONS`), sorted.
 fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let bad = |reason: String| Error::Images {
+    let bad = |reason: String| Error::Input {
         path: dir.to_owned(),
         reason,
     };

@@ -32,6 +32,9 @@ mod op_loss;
 mod progress;
 mod quantize;
 mod report;
+mod samples;
+#[cfg(feature = "text")]
+mod text;
 mod validate;
 
 use std::path::PathBuf;

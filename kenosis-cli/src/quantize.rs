@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use kenosis_build::{Calibration, QuantizeOptions};
-use kenosis_options::preprocess::ImagePreprocess;
 use kenosis_options::Options;
 
 use crate::error::{Error, Result};
@@ -19,27 +18,11 @@ pub struct Args {
     output: PathBuf,
     /// A folder of `.npy` calibration samples, one per file (one subfolder per input for
     /// several inputs); default: synthetic inputs
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = crate::samples::CONFLICTS)]
     calibration: Option<PathBuf>,
-    /// A folder of images (JPEG) as samples, each preprocessed as --preprocess says (the
-    /// files directly in DIR, in name order; one sample each, for a model with one image
-    /// input)
-    #[arg(
-        long,
-        value_name = "DIR",
-        requires = "preprocess",
-        conflicts_with = "calibration"
-    )]
-    images: Option<PathBuf>,
-    /// How the model wants its images, written as its card states it: comma-separated
-    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD],
-    /// scale=S, mean=M[:M:M], std=S[:S:S]. A pixel p (0-255) of channel c becomes
-    /// (p * scale - mean[c]) / std[c]; without scale=, scale is 1/255 when every mean and
-    /// std value is at most 1, else 1. E.g.
-    /// "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225" or
-    /// "bgr,mean=104:117:123". See docs/preprocess.md
-    #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
-    preprocess: Option<ImagePreprocess>,
+    /// Images or text as calibration samples
+    #[command(flatten)]
+    samples: crate::samples::SampleArgs,
     /// Options as in `include_quantized!`, e.g. `method="mse"` `per_channel=false`
     #[arg(value_name = "KEY=VALUE")]
     options: Vec<String>,
@@ -55,21 +38,16 @@ pub fn run(args: &Args) -> Result<()> {
     for arg in &args.options {
         layers.merge(&parse_option(arg)?);
     }
-    let calibration = match (&args.images, &args.preprocess) {
-        (Some(dir), Some(spec)) => {
-            let (model, _) = crate::model::read(&args.model)?;
-            let empty = kenosis_build::onnx::GraphProto::default();
-            let inputs =
-                kenosis_build::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
-            let (data, spec) = crate::images::samples(dir, spec, &args.model, &inputs)?;
-            println!(
-                "calibrating on {} images in {} as {spec}",
-                data.samples.len(),
-                dir.display()
-            );
+    let (model, _) = crate::model::read(&args.model)?;
+    let empty = kenosis_build::onnx::GraphProto::default();
+    let inputs =
+        kenosis_build::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
+    let calibration = match args.samples.make(&args.model, &inputs)? {
+        Some((data, source)) => {
+            println!("calibrating on {} {source}", data.samples.len());
             Calibration::Data(data)
         }
-        _ => match (&args.calibration, &layers.calibration) {
+        None => match (&args.calibration, &layers.calibration) {
             (Some(dir), _) => Calibration::NpyDir(dir.clone()),
             (None, Some(dir)) => Calibration::NpyDir(PathBuf::from(dir)),
             (None, None) => Calibration::Synthetic,

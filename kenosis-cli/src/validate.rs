@@ -21,7 +21,6 @@ use kenosis_build::calibrate::session::{sample_inputs, session};
 use kenosis_build::calibrate::SampleValue;
 use kenosis_build::onnx::ModelProto;
 use kenosis_build::{Calibration, QuantizeOptions};
-use kenosis_options::preprocess::ImagePreprocess;
 use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 use serde::Serialize;
@@ -30,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::inspect::megabytes;
 use crate::op_loss::{Attribution, OpLoss};
+use crate::samples::Source;
 
 /// The width of the table's two model columns, wider for a longer label.
 const COLUMN: usize = 12;
@@ -48,27 +48,11 @@ pub struct Args {
     /// A folder of `.npy` samples, laid out as for calibration (one subfolder per input for
     /// several inputs); default: synthetic inputs, which do not predict agreement on real
     /// data
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = crate::samples::CONFLICTS)]
     data: Option<PathBuf>,
-    /// A folder of images (JPEG) as samples, each preprocessed as --preprocess says (the
-    /// files directly in DIR, in name order; one sample each, for a model with one image
-    /// input)
-    #[arg(
-        long,
-        value_name = "DIR",
-        requires = "preprocess",
-        conflicts_with = "data"
-    )]
-    images: Option<PathBuf>,
-    /// How the model wants its images, written as its card states it: comma-separated
-    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD],
-    /// scale=S, mean=M[:M:M], std=S[:S:S]. A pixel p (0-255) of channel c becomes
-    /// (p * scale - mean[c]) / std[c]; without scale=, scale is 1/255 when every mean and
-    /// std value is at most 1, else 1. E.g.
-    /// "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225" or
-    /// "bgr,mean=104:117:123". See docs/preprocess.md
-    #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
-    preprocess: Option<ImagePreprocess>,
+    /// Images or text as samples
+    #[command(flatten)]
+    samples: crate::samples::SampleArgs,
     /// Timed runs of each model for the latency (interleaved, median)
     #[arg(long, value_name = "N", default_value_t = 20)]
     timed: usize,
@@ -106,13 +90,18 @@ pub struct Validation {
 /// Where the samples of [`Validation`] came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DataSource {
-    /// `npy` (a folder of `.npy` files, `--data`), `images` (`--images`) or `synthetic`.
+    /// `npy` (a folder of `.npy` files, `--data`), `images` (`--images`), `text`
+    /// (`--text`) or `synthetic`.
     pub kind: &'static str,
     /// The folder given; `null` for synthetic samples.
     pub path: Option<String>,
     /// With `images`, the `--preprocess` spec as read, every item explicit (the size and
     /// the scale resolved); `null` otherwise.
     pub preprocess: Option<String>,
+    /// With `text`, the `tokenizer.json` given; `null` otherwise.
+    pub tokenizer: Option<String>,
+    /// With `text`, the tokens per window; `null` otherwise.
+    pub max_len: Option<usize>,
     /// Synthetic image input → the value range its images span (`"[0, 255]"`), as the build
     /// report's `synthetic_image_ranges`; empty with real data.
     pub synthetic_image_ranges: std::collections::BTreeMap<String, String>,
@@ -205,16 +194,15 @@ pub fn run(args: &Args) -> Result<()> {
     let (int8, size_int8) = crate::model::read(&args.int8)?;
     let normalized = kenosis_build::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
     let specs = input_specs(normalized.graph());
-    // With --images, the spec as read, its size resolved.
-    let mut resolved = None;
-    let calibration = match (&args.images, &args.preprocess, &args.data) {
-        (Some(dir), Some(spec), _) => {
-            let (data, spec) = crate::images::samples(dir, spec, &args.fp32, &specs)?;
-            resolved = Some(spec);
+    // With --images or --text, where the samples came from, as read.
+    let mut source = None;
+    let calibration = match (args.samples.make(&args.fp32, &specs)?, &args.data) {
+        (Some((data, made)), _) => {
+            source = Some(made);
             Calibration::Data(data)
         }
-        (_, _, Some(dir)) => Calibration::NpyDir(dir.clone()),
-        _ => Calibration::Synthetic,
+        (None, Some(dir)) => Calibration::NpyDir(dir.clone()),
+        (None, None) => Calibration::Synthetic,
     };
     let (data, synthetic_image_ranges) = kenosis_build::pipeline::calibration_data(
         &calibration,
@@ -257,14 +245,26 @@ pub fn run(args: &Args) -> Result<()> {
             size_fp32,
             size_int8,
             data: DataSource {
-                kind: match (&args.images, &args.data) {
-                    (Some(_), _) => "images",
+                kind: match (&source, &args.data) {
+                    (Some(s), _) => s.kind(),
                     (None, Some(_)) => "npy",
                     (None, None) => "synthetic",
                 },
-                path: (args.images.as_ref().or(args.data.as_ref()))
+                path: (source.as_ref().map(Source::path))
+                    .or(args.data.as_deref())
                     .map(|d| d.display().to_string()),
-                preprocess: resolved.as_ref().map(ToString::to_string),
+                preprocess: match &source {
+                    Some(Source::Images { spec, .. }) => Some(spec.to_string()),
+                    _ => None,
+                },
+                tokenizer: match &source {
+                    Some(Source::Text { tokenizer, .. }) => Some(tokenizer.display().to_string()),
+                    _ => None,
+                },
+                max_len: match &source {
+                    Some(Source::Text { max_len, .. }) => Some(*max_len),
+                    _ => None,
+                },
                 synthetic_image_ranges,
             },
             fidelity: Fidelity {
@@ -300,9 +300,9 @@ pub fn run(args: &Args) -> Result<()> {
             },
         });
     }
-    let source = match (&args.images, &resolved, &args.data) {
-        (Some(dir), Some(spec), _) => format!("images in {} as {spec}", dir.display()),
-        (_, _, Some(dir)) => format!("the samples in {}", dir.display()),
+    let source = match (&source, &args.data) {
+        (Some(made), _) => made.to_string(),
+        (None, Some(dir)) => format!("the samples in {}", dir.display()),
         _ => "synthetic samples (they do not predict agreement on real data; give --data or \
               --images)"
             .into(),

@@ -489,3 +489,191 @@ fn report_prints_the_manifest_and_each_report_as_json() {
         Some(file_size(&artifact))
     );
 }
+
+/// MiniLM-L3 (fetched by `cargo xtask test`) from plain text in two commands, `quantize
+/// --text` then `validate --text`, with its own `tokenizer.json`: the fidelity of the `.npy`
+/// path on the same token windows (made here by kenosis-eval: `[CLS]`, 126 ids, `[SEP]`, full
+/// windows only), within noise. Calibration and evaluation read different licences.
+#[cfg(feature = "text")]
+#[test]
+fn minilm_from_text_matches_the_npy_path() {
+    use kenosis_eval::prose::{licence_files, minilm_tokenizer_path, windows, LICENSES_DIR};
+
+    let fp32 = kenosis_eval::fetched_models_dir().join("paraphrase-MiniLM-L3-v2.onnx");
+    if !fp32.is_file() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{} not found (CI=true: refusing to skip)",
+            fp32.display()
+        );
+        eprintln!("note: skipping, {} not fetched", fp32.display());
+        return;
+    }
+    let Some(texts) = licence_files(&["Apache-2.0", "MPL-2.0"]) else {
+        return;
+    };
+    let (calib_text, eval_text) = (&texts[0], &texts[1]);
+    let tokenizer = minilm_tokenizer_path();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The .npy path: every full window of each text, ids and an all-ones mask.
+    let npy = |name: &str, text: &Path| -> (PathBuf, usize) {
+        let folder = dir.path().join(name);
+        let mut tok = tokenizers::Tokenizer::from_file(&tokenizer).expect("tokenizer");
+        tok.with_truncation(None).expect("no truncation");
+        tok.with_padding(None);
+        let prose = std::fs::read_to_string(text).expect("text");
+        let full = tok.encode(prose, false).expect("tokenizes").get_ids().len() / 126;
+        for (sub, fill) in [("input_ids", None), ("attention_mask", Some(1i64))] {
+            std::fs::create_dir_all(folder.join(sub)).expect("mkdir");
+            for (i, w) in windows(&tokenizer, &[text.to_owned()], full, 128)
+                .into_iter()
+                .enumerate()
+            {
+                let values: Vec<i64> = w.iter().map(|&id| fill.unwrap_or(id)).collect();
+                let x = ndarray::Array2::from_shape_vec((1, 128), values).expect("a window");
+                ndarray_npy::write_npy(folder.join(sub).join(format!("{i:03}.npy")), &x)
+                    .expect("write npy");
+            }
+        }
+        (folder, full)
+    };
+    let (calib_npy, calib_full) = npy("calib-npy", calib_text);
+    let (eval_npy, eval_full) = npy("eval-npy", eval_text);
+    eprintln!("{LICENSES_DIR}: {calib_full} and {eval_full} full windows");
+
+    let from_text = dir.path().join("text.int8.onnx");
+    let from_npy = dir.path().join("npy.int8.onnx");
+    let said = ok(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&from_text),
+        "--text",
+        arg(calib_text),
+        "--tokenizer",
+        arg(&tokenizer),
+    ]);
+    // The full windows, and the rest of the text in one padded window.
+    assert!(
+        said.contains(&format!(
+            "calibrating on {} windows of 128 tokens",
+            calib_full + 1
+        )),
+        "{said}"
+    );
+    ok(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&from_npy),
+        "--calibration",
+        arg(&calib_npy),
+    ]);
+    let report = |artifact: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(artifact.with_extension("json")).expect("report"))
+            .expect("JSON")
+    };
+    let (rt, rn) = (report(&from_text), report(&from_npy));
+    assert_eq!(rt["calibration_synthetic"], false);
+    let build_cosine = |r: &Value| f64_at(r, "/fidelity/measured/mean_cosine");
+    eprintln!(
+        "build fidelity: text {:.6}, npy {:.6}",
+        build_cosine(&rt),
+        build_cosine(&rn)
+    );
+    assert!(
+        (build_cosine(&rt) - build_cosine(&rn)).abs() < 5e-3,
+        "{rt:#}\n{rn:#}"
+    );
+
+    let validate = |artifact: &Path, data: &[&str]| -> Value {
+        let mut args = vec![
+            "validate",
+            arg(&fp32),
+            arg(artifact),
+            "--timed",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(data);
+        json(&args)
+    };
+    let by_text = validate(
+        &from_text,
+        &["--text", arg(eval_text), "--tokenizer", arg(&tokenizer)],
+    );
+    let by_npy = validate(&from_npy, &["--data", arg(&eval_npy)]);
+    assert_eq!(by_text["data"]["kind"], "text");
+    assert_eq!(u64_at(&by_text, "/data/max_len"), 128);
+    assert_eq!(u64_at(&by_text, "/fidelity/samples"), eval_full as u64 + 1);
+    assert_eq!(u64_at(&by_npy, "/fidelity/samples"), eval_full as u64);
+    let (ct, cn) = (
+        f64_at(&by_text, "/fidelity/measured/mean_cosine"),
+        f64_at(&by_npy, "/fidelity/measured/mean_cosine"),
+    );
+    eprintln!("validate: text cosine {ct:.6}; npy cosine {cn:.6}");
+    assert!(ct > 0.98 && cn > 0.98, "{by_text:#}\n{by_npy:#}");
+    assert!((ct - cn).abs() < 5e-3, "{by_text:#}\n{by_npy:#}");
+}
+
+/// Bad `--text` input fails naming the tokenizer, the text or the model.
+#[cfg(feature = "text")]
+#[test]
+fn bad_text_input_fails_naming_what_is_wrong() {
+    let Some(shared) = shared_dir() else { return };
+    let fp32 = shared.join("models/squeezenet1.0.onnx");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.onnx");
+    let tokenizer = kenosis_eval::prose::minilm_tokenizer_path();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "Some prose to tokenize.").expect("write");
+    let quantize = |text: &Path, tokenizer: &Path| {
+        fails(&[
+            "quantize",
+            arg(&fp32),
+            "-o",
+            arg(&out),
+            "--text",
+            arg(text),
+            "--tokenizer",
+            arg(tokenizer),
+        ])
+    };
+    // An image model takes no tokens.
+    let err = quantize(&text, &tokenizer);
+    assert!(
+        err.contains("squeezenet1.0.onnx") && err.contains("input `data_0` is FLOAT"),
+        "{err}"
+    );
+    // Not a tokenizer.
+    let err = quantize(&text, &text);
+    assert!(err.contains("notes.txt: not a tokenizer"), "{err}");
+    // No text.
+    let err = quantize(&dir.path().join("missing.txt"), &tokenizer);
+    assert!(err.contains("missing.txt"), "{err}");
+    // --text needs --tokenizer, and does not go with --images or --calibration.
+    let err = fails(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&out),
+        "--text",
+        arg(&text),
+    ]);
+    assert!(err.contains("--tokenizer"), "{err}");
+    let err = fails(&[
+        "quantize",
+        arg(&fp32),
+        "-o",
+        arg(&out),
+        "--text",
+        arg(&text),
+        "--tokenizer",
+        arg(&tokenizer),
+        "--calibration",
+        arg(dir.path()),
+    ]);
+    assert!(err.contains("--calibration"), "{err}");
+    assert!(!out.exists(), "no artifact after an error");
+}
