@@ -1,9 +1,9 @@
 //! `kenosis`: Kenosis's quantizer as a command, for checking a model outside a build.
 //!
-//! - `kenosis quantize MODEL -o OUT [--calibration DIR | --images DIR --preprocess SPEC]
-//!   [key=value ...]`: what a build does for one `include_quantized!` call, with the same
-//!   options;
-//! - `kenosis validate FP32 OTHER [--data DIR | --images DIR --preprocess SPEC] [--timed N]`:
+//! - `kenosis quantize MODEL -o OUT [--calibration DIR | --images DIR --preprocess SPEC |
+//!   --text FILE|DIR --tokenizer tokenizer.json] [key=value ...]`: what a build does for one
+//!   `include_quantized!` call, with the same options;
+//! - `kenosis validate FP32 OTHER [--data DIR | --images ... | --text ...] [--timed N]`:
 //!   agreement, latency and size of an INT8 or cast FP16/BF16 model against its FP32
 //!   original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
