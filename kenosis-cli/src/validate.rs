@@ -303,9 +303,24 @@ pub fn run(args: &Args) -> Result<()> {
     let source = match (&source, &args.data) {
         (Some(made), _) => made.to_string(),
         (None, Some(dir)) => format!("the samples in {}", dir.display()),
-        _ => "synthetic samples (they do not predict agreement on real data; give --data or \
-              --images)"
-            .into(),
+        _ => {
+            // Which value range the synthetic images were assumed to span, and from what.
+            let ranges: Vec<String> = (synthetic_image_ranges.iter())
+                .map(|(input, range)| format!("image input `{input}` in {range}"))
+                .collect();
+            let assumed = if ranges.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{}, as inferred from the model's first convolutions; ",
+                    ranges.join(", ")
+                )
+            };
+            format!(
+                "synthetic samples ({assumed}they do not predict agreement on real data; give \
+                 --data, --images or --text)"
+            )
+        }
     };
     let w = label.len().max(COLUMN);
     println!("{:<10} {:>w$} {:>w$}", "", "FP32", label);

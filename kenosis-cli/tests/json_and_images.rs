@@ -241,6 +241,28 @@ fn inspect_diff_and_validate_print_json_on_squeezenet() {
         text.contains(&format!("cosine mean {mean:.4}")),
         "{mean:.4} in:\n{text}"
     );
+
+    // Without data: synthetic samples, which say the range they assumed for the image.
+    let synthetic = json(&[
+        "validate",
+        arg(&fp32),
+        arg(&int8),
+        "--timed",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(synthetic["data"]["kind"], "synthetic", "{synthetic:#}");
+    assert!(synthetic["data"]["path"].is_null(), "{synthetic:#}");
+    let range = synthetic
+        .pointer("/data/synthetic_image_ranges/data_0")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("a range for data_0 in {synthetic:#}"));
+    let text = ok(&["validate", arg(&fp32), arg(&int8), "--timed", "1"]);
+    assert!(
+        text.contains(&format!("image input `data_0` in {range}")),
+        "{range} in:\n{text}"
+    );
 }
 
 /// EfficientNet-Lite0 from raw JPEGs in two commands, `quantize --images` then `validate
