@@ -12,7 +12,7 @@
 //! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
 //!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
 //!
-//! `inspect`, `validate`, `diff` and `report` print one JSON document with `--format json`
+//! Every command but the hidden one prints one JSON document with `--format json`
 //! (see [`format`] and `docs/cli-json.md`); `--preprocess` is
 //! `kenosis_options::preprocess::ImagePreprocess` (see `docs/preprocess.md`).
 //!

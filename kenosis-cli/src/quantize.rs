@@ -3,10 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_build::{Calibration, QuantizeOptions};
+use kenosis_build::{Calibration, QuantizeOptions, Report};
 use kenosis_options::Options;
 
+use serde::Serialize;
+
 use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::samples::DataSource;
 
 /// The arguments of `kenosis quantize`.
 #[derive(clap::Args)]
@@ -26,6 +30,25 @@ pub struct Args {
     /// Options as in `include_quantized!`, e.g. `method="mse"` `per_channel=false`
     #[arg(value_name = "KEY=VALUE")]
     options: Vec<String>,
+    /// Print lines for people (text) or one JSON document for scripts: the paths written,
+    /// where the samples came from, and the build report (see docs/cli-json.md)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// What `kenosis quantize --format json` prints (see `docs/cli-json.md`).
+#[derive(Debug, Serialize)]
+pub struct Quantization<'a> {
+    /// The FP32 model as given.
+    pub source: String,
+    /// The INT8 artifact written.
+    pub artifact_path: String,
+    /// Its JSON report, written beside it.
+    pub report_path: String,
+    /// Where the calibration samples came from.
+    pub data: DataSource,
+    /// The report, as written to `report_path`.
+    pub report: &'a Report,
 }
 
 /// Quantizes `args.model` and writes the artifact and its report.
@@ -42,9 +65,14 @@ pub fn run(args: &Args) -> Result<()> {
     let empty = kenosis_build::onnx::GraphProto::default();
     let inputs =
         kenosis_build::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
-    let calibration = match args.samples.make(&args.model, &inputs)? {
-        Some((data, source)) => {
-            println!("calibrating on {} {source}", data.samples.len());
+    let made = args.samples.make(&args.model, &inputs)?;
+    let mut source = None;
+    let calibration = match made {
+        Some((data, made)) => {
+            if args.format == Format::Text {
+                println!("calibrating on {} {made}", data.samples.len());
+            }
+            source = Some(made);
             Calibration::Data(data)
         }
         None => match (&args.calibration, &layers.calibration) {
@@ -68,6 +96,23 @@ pub fn run(args: &Args) -> Result<()> {
         .map_err(|e| Error::Mismatch(format!("the report does not serialize: {e}")))?;
     let report_path = report_path(&args.output);
     crate::model::write_atomic(&report_path, &report)?;
+    if args.format == Format::Json {
+        let npy = match &calibration {
+            Calibration::NpyDir(dir) => Some(dir.as_path()),
+            _ => None,
+        };
+        return crate::format::print_json(&Quantization {
+            source: args.model.display().to_string(),
+            artifact_path: args.output.display().to_string(),
+            report_path: report_path.display().to_string(),
+            data: DataSource::new(
+                source.as_ref(),
+                npy,
+                quantized.report.synthetic_image_ranges.clone(),
+            ),
+            report: &quantized.report,
+        });
+    }
     println!("{}", quantized.report.summary_line());
     println!(
         "wrote {} and {}",

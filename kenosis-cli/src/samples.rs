@@ -3,12 +3,14 @@
 //! tokenizer.json [--max-len N]` (see `crate::text`). `.npy` folders (`--calibration`,
 //! `--data`) are read by the library itself.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use kenosis_build::calibrate::data::InputSpec;
 use kenosis_build::calibrate::CalibrationData;
 use kenosis_options::preprocess::ImagePreprocess;
+use serde::Serialize;
 
 use crate::error::Result;
 
@@ -151,5 +153,59 @@ impl SampleArgs {
             return Ok(Some((data, source)));
         }
         Ok(None)
+    }
+}
+
+/// Where the samples came from, as `validate` and `quantize` print it in JSON (`data`; see
+/// `docs/cli-json.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataSource {
+    /// `npy` (a folder of `.npy` files, `--data` or `--calibration`), `images`
+    /// (`--images`), `text` (`--text`) or `synthetic`.
+    pub kind: &'static str,
+    /// The folder or file given; `null` for synthetic samples.
+    pub path: Option<String>,
+    /// With `images`, the `--preprocess` spec as read, every item explicit (the size and
+    /// the scale resolved); `null` otherwise.
+    pub preprocess: Option<String>,
+    /// With `text`, the `tokenizer.json` given; `null` otherwise.
+    pub tokenizer: Option<String>,
+    /// With `text`, the tokens per window; `null` otherwise.
+    pub max_len: Option<usize>,
+    /// Synthetic image input → the value range its images span (`"[0, 255]"`), as the build
+    /// report's `synthetic_image_ranges`; empty with real data.
+    pub synthetic_image_ranges: BTreeMap<String, String>,
+}
+
+impl DataSource {
+    /// Samples made from `source`, else read from the `.npy` folder `npy`, else synthetic
+    /// (with `synthetic_image_ranges`).
+    pub fn new(
+        source: Option<&Source>,
+        npy: Option<&Path>,
+        synthetic_image_ranges: BTreeMap<String, String>,
+    ) -> Self {
+        let text = |s: &Path| s.display().to_string();
+        DataSource {
+            kind: match (source, npy) {
+                (Some(s), _) => s.kind(),
+                (None, Some(_)) => "npy",
+                (None, None) => "synthetic",
+            },
+            path: source.map(Source::path).or(npy).map(text),
+            preprocess: match source {
+                Some(Source::Images { spec, .. }) => Some(spec.to_string()),
+                _ => None,
+            },
+            tokenizer: match source {
+                Some(Source::Text { tokenizer, .. }) => Some(text(tokenizer)),
+                _ => None,
+            },
+            max_len: match source {
+                Some(Source::Text { max_len, .. }) => Some(*max_len),
+                _ => None,
+            },
+            synthetic_image_ranges,
+        }
     }
 }

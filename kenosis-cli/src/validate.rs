@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::format::Format;
 use crate::inspect::megabytes;
 use crate::op_loss::{Attribution, OpLoss};
-use crate::samples::Source;
+use crate::samples::DataSource;
 
 /// The width of the table's two model columns, wider for a longer label.
 const COLUMN: usize = 12;
@@ -85,26 +85,6 @@ pub struct Validation {
     /// The ops losing the most fidelity; `null` when the models share no intermediate
     /// tensor name.
     pub op_losses: Option<OpLosses>,
-}
-
-/// Where the samples of [`Validation`] came from.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DataSource {
-    /// `npy` (a folder of `.npy` files, `--data`), `images` (`--images`), `text`
-    /// (`--text`) or `synthetic`.
-    pub kind: &'static str,
-    /// The folder given; `null` for synthetic samples.
-    pub path: Option<String>,
-    /// With `images`, the `--preprocess` spec as read, every item explicit (the size and
-    /// the scale resolved); `null` otherwise.
-    pub preprocess: Option<String>,
-    /// With `text`, the `tokenizer.json` given; `null` otherwise.
-    pub tokenizer: Option<String>,
-    /// With `text`, the tokens per window; `null` otherwise.
-    pub max_len: Option<usize>,
-    /// Synthetic image input → the value range its images span (`"[0, 255]"`), as the build
-    /// report's `synthetic_image_ranges`; empty with real data.
-    pub synthetic_image_ranges: std::collections::BTreeMap<String, String>,
 }
 
 /// Agreement, named as the build report's `fidelity`.
@@ -244,29 +224,11 @@ pub fn run(args: &Args) -> Result<()> {
             int8_label: label,
             size_fp32,
             size_int8,
-            data: DataSource {
-                kind: match (&source, &args.data) {
-                    (Some(s), _) => s.kind(),
-                    (None, Some(_)) => "npy",
-                    (None, None) => "synthetic",
-                },
-                path: (source.as_ref().map(Source::path))
-                    .or(args.data.as_deref())
-                    .map(|d| d.display().to_string()),
-                preprocess: match &source {
-                    Some(Source::Images { spec, .. }) => Some(spec.to_string()),
-                    _ => None,
-                },
-                tokenizer: match &source {
-                    Some(Source::Text { tokenizer, .. }) => Some(tokenizer.display().to_string()),
-                    _ => None,
-                },
-                max_len: match &source {
-                    Some(Source::Text { max_len, .. }) => Some(*max_len),
-                    _ => None,
-                },
+            data: DataSource::new(
+                source.as_ref(),
+                args.data.as_deref(),
                 synthetic_image_ranges,
-            },
+            ),
             fidelity: Fidelity {
                 samples: agreement.samples,
                 measured: Measured {

@@ -185,6 +185,26 @@ fn inspect_diff_and_validate_print_json_on_squeezenet() {
         artifact.graph.as_ref().expect("graph").initializer.len() as u64
     );
 
+    // cast: every FP32 weight of 64 elements or more stored in 16 bits.
+    let fp16 = dir.path().join("squeezenet.fp16.onnx");
+    let cast = json(&[
+        "cast",
+        arg(&fp32),
+        "--precision",
+        "fp16",
+        "-o",
+        arg(&fp16),
+        "--format",
+        "json",
+    ]);
+    let large_floats = (graph.initializer.iter())
+        .filter(|t| t.data_type() == 1 && t.dims.iter().product::<i64>() >= 64)
+        .count() as u64;
+    assert_eq!(u64_at(&cast, "/cast"), large_floats, "{cast:#}");
+    assert_eq!(u64_at(&cast, "/size_cast"), file_size(&fp16), "{cast:#}");
+    assert_eq!(u64_at(&cast, "/size_fp32"), file_size(&fp32), "{cast:#}");
+    assert_eq!(cast["precision"], "fp16");
+
     // validate on held-out images given as .npy: the figures the text prints, as numbers.
     let checked = json(&[
         "validate",
@@ -291,7 +311,7 @@ fn efficientnet_from_images_matches_the_npy_path() {
 
     let from_images = dir.path().join("images.int8.onnx");
     let from_npy = dir.path().join("npy.int8.onnx");
-    ok(&[
+    let quantized = json(&[
         "quantize",
         arg(&fp32),
         "-o",
@@ -300,7 +320,25 @@ fn efficientnet_from_images_matches_the_npy_path() {
         arg(&calib_images),
         "--preprocess",
         EFFICIENTNET,
+        "--format",
+        "json",
     ]);
+    // The JSON names the files written and holds the report as written.
+    assert_eq!(quantized["artifact_path"], arg(&from_images));
+    assert_eq!(quantized["data"]["kind"], "images");
+    assert_eq!(
+        quantized["data"]["preprocess"],
+        "rgb,nchw,224x224,stretch,scale=1,mean=127,std=128"
+    );
+    let written: Value = serde_json::from_slice(
+        &std::fs::read(quantized["report_path"].as_str().expect("report_path")).expect("report"),
+    )
+    .expect("JSON");
+    assert_eq!(quantized["report"], written);
+    assert_eq!(
+        quantized["report"]["size_int8"].as_u64(),
+        Some(file_size(&from_images))
+    );
     ok(&[
         "quantize",
         arg(&fp32),
