@@ -206,10 +206,20 @@ fn fit(
     match resize {
         Resize::Stretch => resized(img, w, h),
         Resize::Crop { fraction } => {
+            // The centre region that scaling by `s` would bring to `w` x `h`, cut from the
+            // image first and then resized (the same pixels as resizing then cutting, without
+            // resizing a very long image whole).
             let s = (f64::from(w) / w0).max(f64::from(h) / h0) / f64::from(fraction);
-            let (rw, rh) = (scaled(s, w0, w, u32::MAX), scaled(s, h0, h, u32::MAX));
-            let r = resized(img, rw, rh);
-            image::imageops::crop_imm(&r, (rw - w) / 2, (rh - h) / 2, w, h).to_image()
+            let (cw, ch) = (
+                scaled(1.0 / s, f64::from(w), 1, img.width()),
+                scaled(1.0 / s, f64::from(h), 1, img.height()),
+            );
+            let (x, y) = ((img.width() - cw) / 2, (img.height() - ch) / 2);
+            resized(
+                &image::imageops::crop_imm(img, x, y, cw, ch).to_image(),
+                w,
+                h,
+            )
         }
         Resize::Letterbox { pad } => {
             let s = (f64::from(w) / w0).min(f64::from(h) / h0);
@@ -393,6 +403,22 @@ mod tests {
         let spec: ImagePreprocess = "crop,scale=1/255".parse().unwrap();
         let x = preprocess_image(&jpeg, &spec, size).unwrap();
         assert!(x[[1, 4, 0]] < 0.05 && x[[1, 4, 7]] > 0.95, "{x}");
+        // crop=0.5: the middle half of that (8 x 8 of the 16 x 16 centre), all white on the
+        // right of the centre line, black on the left.
+        let spec: ImagePreprocess = "crop=0.5,scale=1/255".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert!(x[[0, 0, 0]] < 0.05 && x[[0, 7, 7]] > 0.95, "{x}");
+        // A 2000 x 1 strip cropped: a 1-pixel-high centre cut, stretched, not a 448000-wide
+        // image.
+        let strip = image::RgbImage::from_pixel(2000, 1, image::Rgb([9, 9, 9]));
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 100)
+            .encode_image(&strip)
+            .unwrap();
+        let spec: ImagePreprocess = "crop".parse().unwrap();
+        let x = preprocess_image(&bytes, &spec, size).unwrap();
+        assert_eq!(x.shape(), [3, 8, 8]);
+        assert!((x[[0, 7, 7]] - 9.0).abs() < 2.0, "{x}");
         // Not an image: the decoder's error.
         assert!(preprocess_image(b"not an image", &spec, size).is_err());
     }

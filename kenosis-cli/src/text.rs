@@ -27,6 +27,10 @@ use crate::error::{Error, Result};
 /// truncating at none.
 pub const DEFAULT_MAX_LEN: usize = 128;
 
+/// The longest window (tokens) `--max-len` takes: far beyond any encoder's positions, and
+/// short of windows that would not fit in memory.
+pub const MAX_LEN: usize = 1 << 16;
+
 /// What a model input is fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -76,6 +80,12 @@ pub fn samples(
             .get_truncation()
             .map_or(DEFAULT_MAX_LEN, |t| t.max_length),
     };
+    if len > MAX_LEN {
+        return Err(bad(
+            model,
+            format!("windows of {len} tokens: at most {MAX_LEN} are supported"),
+        ));
+    }
     let special = tok
         .get_post_processor()
         .map_or(0, |p| p.added_tokens(false));
