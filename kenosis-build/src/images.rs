@@ -126,7 +126,7 @@ where
 ///
 /// ```no_run
 /// // build.rs, with kenosis-build's `image-preprocess` feature
-/// let spec: kenosis_options::preprocess::ImagePreprocess =
+/// let spec: kenosis_build::preprocess::ImagePreprocess =
 ///     "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225"
 ///         .parse()
 ///         .expect("a preprocessing spec");

@@ -231,6 +231,10 @@ pub use images::{calibration_images, IMAGE_EXTENSIONS};
 #[cfg(feature = "image-preprocess")]
 pub use images::{image_preprocessor, preprocess_image};
 pub use kenosis_manifest::TensorInfo;
+/// The image preprocessing spec (`"rgb,224x224,mean=127,std=128"`) and its parser, for
+/// [`image_preprocessor`].
+#[cfg(feature = "image-preprocess")]
+pub use kenosis_options::preprocess;
 pub use kenosis_options::{Activations, Method, Weights};
 pub use kernels::Evaluation;
 
