@@ -221,12 +221,16 @@ fn fit(
                 h,
             )
         }
-        Resize::Letterbox { pad } => {
+        Resize::Letterbox { pad, top_left } => {
             let s = (f64::from(w) / w0).min(f64::from(h) / h0);
             let (rw, rh) = (scaled(s, w0, 1, w), scaled(s, h0, 1, h));
             let r = resized(img, rw, rh);
             let mut canvas = image::RgbImage::from_pixel(w, h, image::Rgb([pad; 3]));
-            let (x, y) = ((w - rw) / 2, (h - rh) / 2);
+            let (x, y) = if top_left {
+                (0, 0)
+            } else {
+                ((w - rw) / 2, (h - rh) / 2)
+            };
             image::imageops::overlay(&mut canvas, &r, i64::from(x), i64::from(y));
             canvas
         }
@@ -399,6 +403,11 @@ mod tests {
         assert_eq!(x.shape(), [8, 8, 3]);
         assert_eq!(x[[0, 7, 1]], 0.0);
         assert!(x[[4, 7, 1]] > 240.0, "{x}");
+        // At the top left: rows 0 to 3 hold the image, 4 to 7 the pad.
+        let spec: ImagePreprocess = "nhwc,letterbox=0:topleft".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert!(x[[0, 7, 1]] > 240.0, "{x}");
+        assert_eq!(x[[7, 7, 1]], 0.0);
         // Centre-cropped: the middle of a 2:1 image, half black half white still.
         let spec: ImagePreprocess = "crop,scale=1/255".parse().unwrap();
         let x = preprocess_image(&jpeg, &spec, size).unwrap();

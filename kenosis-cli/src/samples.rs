@@ -30,7 +30,7 @@ pub struct SampleArgs {
     #[arg(long, value_name = "DIR", requires = "preprocess")]
     images: Option<PathBuf>,
     /// How the model wants its images, written as its card states it: comma-separated
-    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD],
+    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD[:topleft]],
     /// scale=S, mean=M[:M:M], std=S[:S:S]. A pixel p (0-255) of channel c becomes
     /// (p * scale - mean[c]) / std[c]; without scale=, scale is 1/255 when every mean and
     /// std value is at most 1, else 1. E.g.

@@ -737,3 +737,112 @@ fn bad_text_input_fails_naming_what_is_wrong() {
     assert!(err.contains("--calibration"), "{err}");
     assert!(!out.exists(), "no artifact after an error");
 }
+
+/// YOLOX's `preproc`, as its repository writes it: scale to fit `size` x `size` keeping the
+/// aspect ratio (bilinear, sizes truncated), at the top left of a canvas of 114, BGR, 0-255
+/// floats, NCHW with a batch of one.
+fn yolox_preproc(path: &Path, size: u32) -> ndarray::Array4<f32> {
+    let img = image::open(path).expect("an image").to_rgb8();
+    let (w, h) = img.dimensions();
+    let r = (size as f32 / w as f32).min(size as f32 / h as f32);
+    let (nw, nh) = (
+        ((w as f32 * r) as u32).clamp(1, size),
+        ((h as f32 * r) as u32).clamp(1, size),
+    );
+    let img = image::imageops::resize(&img, nw, nh, image::imageops::FilterType::Triangle);
+    let s = size as usize;
+    let mut out = ndarray::Array4::<f32>::from_elem((1, 3, s, s), 114.0);
+    for (x, y, p) in img.enumerate_pixels() {
+        for c in 0..3 {
+            out[[0, 2 - c, y as usize, x as usize]] = f32::from(p[c]);
+        }
+    }
+    out
+}
+
+/// YOLOX-Nano from COCO photographs in two commands, `--images` with YOLOX's letterbox
+/// (`bgr,416x416,letterbox=114:topleft`), against the `.npy` path on the same photographs
+/// (YOLOX's own preprocessing above): the same fidelity within noise, in the build and in
+/// `validate`. The speed check is off so that the INT8 model ships on any machine.
+#[test]
+fn yolox_from_images_matches_the_npy_path() {
+    const YOLOX: &str = "bgr,nchw,416x416,letterbox=114:topleft";
+    let Some(shared) = shared_dir() else { return };
+    let fp32 = shared.join("models/yolox_nano.onnx");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = kenosis_eval::coco_files(&shared);
+    let (calib_files, eval_files) = (&files[..20], &files[files.len() - 12..]);
+    let folders = |name: &str, images: &[PathBuf]| -> (PathBuf, PathBuf) {
+        let (jpegs, npy) = (
+            dir.path().join(name),
+            dir.path().join(format!("{name}-npy")),
+        );
+        image_folder(&jpegs, images);
+        std::fs::create_dir_all(&npy).expect("mkdir");
+        for (i, image) in images.iter().enumerate() {
+            ndarray_npy::write_npy(npy.join(format!("{i:03}.npy")), &yolox_preproc(image, 416))
+                .expect("write npy");
+        }
+        (jpegs, npy)
+    };
+    let (calib_images, calib_npy) = folders("calib", calib_files);
+    let (eval_images, eval_npy) = folders("eval", eval_files);
+
+    let quantize = |out: &Path, data: &[&str]| -> Value {
+        let mut args = vec![
+            "quantize",
+            arg(&fp32),
+            "-o",
+            arg(out),
+            "speed_check=false",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(data);
+        json(&args)
+    };
+    let from_images = dir.path().join("images.int8.onnx");
+    let from_npy = dir.path().join("npy.int8.onnx");
+    let qi = quantize(
+        &from_images,
+        &["--images", arg(&calib_images), "--preprocess", YOLOX],
+    );
+    let qn = quantize(&from_npy, &["--calibration", arg(&calib_npy)]);
+    let build_cosine = |q: &Value| f64_at(q, "/report/fidelity/measured/mean_cosine");
+    eprintln!(
+        "build fidelity: images {:.6}, npy {:.6}",
+        build_cosine(&qi),
+        build_cosine(&qn)
+    );
+    assert!(
+        (build_cosine(&qi) - build_cosine(&qn)).abs() < 3e-3,
+        "{qi:#}\n{qn:#}"
+    );
+
+    let validate = |artifact: &Path, data: &[&str]| -> Value {
+        let mut args = vec![
+            "validate",
+            arg(&fp32),
+            arg(artifact),
+            "--timed",
+            "1",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(data);
+        json(&args)
+    };
+    let by_images = validate(
+        &from_images,
+        &["--images", arg(&eval_images), "--preprocess", YOLOX],
+    );
+    let by_npy = validate(&from_npy, &["--data", arg(&eval_npy)]);
+    assert_eq!(u64_at(&by_images, "/fidelity/samples"), 12);
+    let (ci, cn) = (
+        f64_at(&by_images, "/fidelity/measured/mean_cosine"),
+        f64_at(&by_npy, "/fidelity/measured/mean_cosine"),
+    );
+    eprintln!("validate: images cosine {ci:.6}; npy cosine {cn:.6}");
+    assert!(ci > 0.98 && cn > 0.98, "{by_images:#}\n{by_npy:#}");
+    assert!((ci - cn).abs() < 3e-3, "{by_images:#}\n{by_npy:#}");
+}

@@ -14,7 +14,7 @@
 //! | `WxH` | the model's input width and height in pixels, e.g. `224x224` | the model's declared size |
 //! | `stretch` | resize to `WxH`, ignoring the aspect ratio | yes |
 //! | `crop` \| `crop=F` | resize keeping the aspect ratio so that `WxH` is fraction `F` (0 < F <= 1, default 1) of the shorter side's fit, then take the centre `WxH`: `crop=0.875` at 224x224 is torchvision's `Resize(256)` + `CenterCrop(224)` | |
-//! | `letterbox` \| `letterbox=PAD` | resize keeping the aspect ratio to fit inside `WxH`, centred, the rest filled with pixel value `PAD` (0 to 255, default 114) | |
+//! | `letterbox` \| `letterbox=PAD` \| `letterbox=PAD:topleft` | resize keeping the aspect ratio to fit inside `WxH`, centred (or at the top left, as YOLOX does), the rest filled with pixel value `PAD` (0 to 255, default 114) | |
 //! | `scale=S` | multiply each pixel value by `S` (a number or a fraction `1/255`) | see below |
 //! | `mean=M` \| `mean=M1:M2:M3` | subtract, one value for all channels or one per channel in the model's channel order | 0 |
 //! | `std=S` \| `std=S1:S2:S3` | divide, likewise | 1 |
@@ -74,11 +74,15 @@ pub enum Resize {
         /// In (0, 1]: 1 cuts the largest centred region of the input's aspect ratio.
         fraction: f32,
     },
-    /// Aspect ratio kept, scaled to fit inside the size, centred, padded with `pad`.
+    /// Aspect ratio kept, scaled to fit inside the size, centred or at the top left, padded
+    /// with `pad`.
     Letterbox {
         /// The pixel value (0-255, all channels) of the padding, before scale, mean and
         /// std.
         pad: u8,
+        /// The image at the top left, the padding right and below (YOLOX); else centred
+        /// (the Ultralytics YOLO models).
+        top_left: bool,
     },
 }
 
@@ -206,7 +210,8 @@ impl fmt::Display for PreprocessError {
             Self::Unknown { item } => write!(
                 f,
                 "unknown preprocessing item `{item}`; expected rgb|bgr, nchw|nhwc, WxH \
-                 (e.g. 224x224), stretch|crop[=F]|letterbox[=PAD], scale=S, mean=M[:M:M], \
+                 (e.g. 224x224), stretch|crop[=F]|letterbox[=PAD[:topleft]], scale=S, \
+                 mean=M[:M:M], \
                  std=S[:S:S]"
             ),
             Self::Repeated { what, item } => {
@@ -276,13 +281,23 @@ impl FromStr for ImagePreprocess {
                     "resize"
                 }
                 ("letterbox", value) => {
-                    let pad = match value {
-                        None => DEFAULT_LETTERBOX_PAD,
-                        Some(v) => v
-                            .parse::<u8>()
-                            .map_err(|_| range(item, "a pad value from 0 to 255"))?,
-                    };
-                    out.resize = Resize::Letterbox { pad };
+                    let (mut pad, mut top_left) = (DEFAULT_LETTERBOX_PAD, false);
+                    for part in value.iter().flat_map(|v| v.split(':')).map(str::trim) {
+                        match part {
+                            "topleft" => top_left = true,
+                            "centre" | "center" => top_left = false,
+                            _ => {
+                                pad = part.parse::<u8>().map_err(|_| {
+                                    range(
+                                        item,
+                                        "a pad value from 0 to 255, then optionally \
+                                         `:topleft` or `:centre`",
+                                    )
+                                })?;
+                            }
+                        }
+                    }
+                    out.resize = Resize::Letterbox { pad, top_left };
                     "resize"
                 }
                 ("scale", Some(v)) => {
@@ -388,7 +403,14 @@ impl fmt::Display for ImagePreprocess {
         match self.resize {
             Resize::Stretch => write!(f, "stretch")?,
             Resize::Crop { fraction } => write!(f, "crop={fraction}")?,
-            Resize::Letterbox { pad } => write!(f, "letterbox={pad}")?,
+            Resize::Letterbox {
+                pad,
+                top_left: false,
+            } => write!(f, "letterbox={pad}")?,
+            Resize::Letterbox {
+                pad,
+                top_left: true,
+            } => write!(f, "letterbox={pad}:topleft")?,
         }
         let list = |vs: &[f32], default: f32| -> String {
             if vs.is_empty() {
@@ -461,10 +483,24 @@ mod tests {
         assert_eq!(
             parse("letterbox").resize,
             Resize::Letterbox {
-                pad: DEFAULT_LETTERBOX_PAD
+                pad: DEFAULT_LETTERBOX_PAD,
+                top_left: false
             }
         );
-        assert_eq!(parse("letterbox=0").resize, Resize::Letterbox { pad: 0 });
+        assert_eq!(
+            parse("letterbox=0").resize,
+            Resize::Letterbox {
+                pad: 0,
+                top_left: false
+            }
+        );
+        assert_eq!(
+            parse("letterbox=114:topleft").resize,
+            Resize::Letterbox {
+                pad: 114,
+                top_left: true
+            }
+        );
         assert_eq!(parse("crop").resize, Resize::Crop { fraction: 1.0 });
         assert_eq!(
             parse("640x480").size,
@@ -480,6 +516,7 @@ mod tests {
         for spec in [
             "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225",
             "bgr,nhwc,letterbox=114,mean=104:117:123",
+            "bgr,416x416,letterbox=114:topleft",
             "scale=1/255",
             "rgb",
         ] {
@@ -531,6 +568,10 @@ mod tests {
         assert!(matches!(err("crop=1.5"), PreprocessError::Range { .. }));
         assert!(matches!(
             err("letterbox=300"),
+            PreprocessError::Range { .. }
+        ));
+        assert!(matches!(
+            err("letterbox=114:left"),
             PreprocessError::Range { .. }
         ));
         assert!(matches!(err("0x224"), PreprocessError::Range { .. }));
