@@ -61,7 +61,8 @@ pub fn run(args: &Args) -> Result<()> {
     for arg in &args.options {
         layers.merge(&parse_option(arg)?);
     }
-    let (model, _) = crate::model::read(&args.model)?;
+    // Decoded once, the encoded bytes dropped before quantizing (peak memory).
+    let (model, size) = crate::model::read(&args.model)?;
     let empty = kenosis_build::onnx::GraphProto::default();
     let inputs =
         kenosis_build::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
@@ -82,13 +83,10 @@ pub fn run(args: &Args) -> Result<()> {
         },
     };
     let options = QuantizeOptions::for_host(&layers);
-    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_build::Error::Io {
-        path: args.model.clone(),
-        source,
-    })?;
     // The library reports no progress while it works: a spinner with the elapsed time.
     let spinner = crate::progress::spinner(&format!("quantizing {}", args.model.display()));
-    let quantized = kenosis_build::quantize(&args.model, &bytes, &calibration, &options);
+    let quantized =
+        kenosis_build::pipeline::quantize_decoded(&args.model, model, size, &calibration, &options);
     spinner.finish_and_clear();
     let quantized = quantized?;
     crate::model::write_atomic(&args.output, &quantized.bytes)?;
