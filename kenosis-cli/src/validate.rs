@@ -88,10 +88,16 @@ pub struct Validation {
 }
 
 /// Agreement, named as the build report's `fidelity`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fidelity {
     /// Samples compared.
     pub samples: usize,
+    /// False when the FP32 model's first compared output does not depend on the samples
+    /// (one value repeated, or the same on every sample: saturated), so that the figures
+    /// say nothing about the model; `not_informative` says why.
+    pub informative: bool,
+    /// Why the figures are not informative; `null` when they are.
+    pub not_informative: Option<String>,
     /// The figures.
     pub measured: Measured,
 }
@@ -150,7 +156,7 @@ pub struct OpLossJson {
 }
 
 /// Agreement over the samples.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Agreement {
     /// Samples compared.
     pub samples: usize,
@@ -162,6 +168,74 @@ pub struct Agreement {
     pub top1_agree: usize,
     /// One-sided 95% lower confidence bound of `mean_cosine` (see [`Measured`]).
     pub cosine_lower_bound: f64,
+    /// Why the figures say nothing about the model, when they do not: see [`Uninformative`].
+    pub uninformative: Option<Uninformative>,
+}
+
+/// Why an agreement says nothing: the FP32 model's first compared output does not depend on
+/// the samples, so any model that outputs the same agrees (a saturated Softmax on synthetic
+/// inputs of the wrong range, a dead branch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Uninformative {
+    /// The output holds one value repeated, on every sample.
+    Constant {
+        /// The output's name.
+        output: String,
+    },
+    /// The output is the same on every sample (two or more samples).
+    SameOnEverySample {
+        /// The output's name.
+        output: String,
+    },
+}
+
+impl std::fmt::Display for Uninformative {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Constant { output } => write!(
+                f,
+                "the FP32 model's output `{output}` holds one value repeated on every sample"
+            ),
+            Self::SameOnEverySample { output } => write!(
+                f,
+                "the FP32 model's output `{output}` is the same on every sample (saturated)"
+            ),
+        }
+    }
+}
+
+/// Relative difference (to the output's largest magnitude) below which two values count as
+/// the same in [`uninformative`].
+const SAME: f32 = 1e-6;
+
+/// Whether the FP32 outputs `first` (the first compared output of each sample, named
+/// `output`) depend on the samples; see [`Uninformative`].
+fn uninformative(output: &str, first: &[&Vec<f32>]) -> Option<Uninformative> {
+    let scale = |v: &[f32]| {
+        v.iter()
+            .fold(0f32, |m, x| m.max(x.abs()))
+            .max(f32::MIN_POSITIVE)
+    };
+    let constant = |v: &[f32]| {
+        let s = scale(v);
+        v.iter().all(|x| (x - v[0]).abs() <= SAME * s)
+    };
+    if !first.is_empty() && first.iter().all(|v| v.is_empty() || constant(v)) {
+        return Some(Uninformative::Constant {
+            output: output.to_owned(),
+        });
+    }
+    let base = first.first()?;
+    let s = scale(base);
+    let same = |v: &&Vec<f32>| {
+        v.len() == base.len()
+            && v.iter()
+                .zip(base.iter())
+                .all(|(x, y)| (x - y).abs() <= SAME * s)
+    };
+    (first.len() >= 2 && first.iter().all(same)).then(|| Uninformative::SameOnEverySample {
+        output: output.to_owned(),
+    })
 }
 
 /// Compares the two models and prints the table.
@@ -231,6 +305,8 @@ pub fn run(args: &Args) -> Result<()> {
             ),
             fidelity: Fidelity {
                 samples: agreement.samples,
+                informative: agreement.uninformative.is_none(),
+                not_informative: agreement.uninformative.as_ref().map(ToString::to_string),
                 measured: Measured {
                     mean_cosine: agreement.mean_cosine,
                     cosine_lower_bound: agreement.cosine_lower_bound,
@@ -300,15 +376,25 @@ pub fn run(args: &Args) -> Result<()> {
         fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
         args.timed.max(1)
     );
-    println!(
-        "agreement on {} {source}: cosine mean {:.4}, worst {:.4}; top-1 agreement {:.1}% ({}/{})",
-        agreement.samples,
-        agreement.mean_cosine,
-        agreement.min_cosine,
-        100.0 * agreement.top1_agree as f64 / agreement.samples.max(1) as f64,
-        agreement.top1_agree,
-        agreement.samples
-    );
+    if let Some(why) = &agreement.uninformative {
+        // A cosine of 1.0 between two saturated outputs is not a verdict.
+        println!(
+            "agreement on {} {source}: not informative: {why}, so any model agrees with it \
+             (cosine {:.4}); give samples the model responds to",
+            agreement.samples, agreement.mean_cosine
+        );
+    } else {
+        println!(
+            "agreement on {} {source}: cosine mean {:.4}, worst {:.4}; top-1 agreement {:.1}% \
+             ({}/{})",
+            agreement.samples,
+            agreement.mean_cosine,
+            agreement.min_cosine,
+            100.0 * agreement.top1_agree as f64 / agreement.samples.max(1) as f64,
+            agreement.top1_agree,
+            agreement.samples
+        );
+    }
     let attribution = attribute()?;
     print_op_losses(&attribution, data.samples.len(), &args.int8);
     Ok(())
@@ -394,11 +480,16 @@ pub fn agreement(
     let (a, b) = ran?;
     let mut cosines = Vec::new();
     let mut top1_agree = 0;
+    // The first compared output of FP32 on each sample, and its name.
+    let mut first_outputs: Vec<&Vec<f32>> = Vec::new();
+    let mut first_name = "";
     for (a, b) in a.iter().zip(&b) {
-        let shared: Vec<(&Vec<f32>, &Vec<f32>)> = (a.iter())
-            .filter_map(|(name, x)| b.iter().find(|(n, _)| n == name).map(|(_, y)| (x, y)))
+        let shared: Vec<(&str, &Vec<f32>, &Vec<f32>)> = (a.iter())
+            .filter_map(|(name, x)| {
+                (b.iter().find(|(n, _)| n == name)).map(|(_, y)| (name.as_str(), x, y))
+            })
             .collect();
-        let Some(&(first_a, first_b)) = shared.first() else {
+        let Some(&(name, first_a, first_b)) = shared.first() else {
             return Err(Error::Mismatch(format!(
                 "{} and {} share no float output to compare",
                 fp32_path.display(),
@@ -406,10 +497,12 @@ pub fn agreement(
             )));
         };
         let worst = (shared.iter())
-            .map(|(x, y)| kenosis_build::fidelity::cosine(x, y))
+            .map(|(_, x, y)| kenosis_build::fidelity::cosine(x, y))
             .fold(f64::INFINITY, f64::min);
         cosines.push(worst);
         top1_agree += usize::from(argmax(first_a) == argmax(first_b));
+        first_outputs.push(first_a);
+        first_name = name;
     }
     let n = cosines.len().max(1) as f64;
     let mean_cosine = cosines.iter().sum::<f64>() / n;
@@ -428,6 +521,7 @@ pub fn agreement(
         min_cosine: cosines.iter().copied().fold(f64::INFINITY, f64::min),
         top1_agree,
         cosine_lower_bound,
+        uninformative: uninformative(first_name, &first_outputs),
     })
 }
 

@@ -846,3 +846,76 @@ fn yolox_from_images_matches_the_npy_path() {
     assert!(ci > 0.98 && cn > 0.98, "{by_images:#}\n{by_npy:#}");
     assert!((ci - cn).abs() < 3e-3, "{by_images:#}\n{by_npy:#}");
 }
+
+/// `y = MatMul(x, w) + b` with `w` all zeros: `y` is `b` whatever `x` is, the way a Softmax
+/// saturated by inputs of the wrong range answers the same on every sample.
+fn deaf_model(b: &[f32; 4]) -> ModelProto {
+    use kenosis_build::onnx::{self, tensor, DataType};
+
+    let node = |op: &str, inputs: &[&str], output: &str| {
+        let inputs = inputs.iter().map(|&i| i.to_owned()).collect();
+        onnx::make_node(op, output.into(), inputs, vec![output.into()], vec![])
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![onnx::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(13),
+        }],
+        graph: Some(onnx::GraphProto {
+            name: Some("deaf".into()),
+            node: vec![
+                node("MatMul", &["x", "w"], "h"),
+                node("Add", &["h", "b"], "y"),
+            ],
+            initializer: vec![
+                tensor::from_f32("w", &[64, 4], &[0.0; 256]),
+                tensor::from_f32("b", &[4], b),
+            ],
+            input: vec![onnx::tensor_info("x", DataType::Float, Some(&[1, 64]))],
+            output: vec![onnx::tensor_info("y", DataType::Float, Some(&[1, 4]))],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// An output that does not depend on the samples makes any model agree with it: `validate`
+/// says "not informative" instead of a cosine of 1.0, in text and JSON.
+#[test]
+fn validate_calls_an_output_deaf_to_its_samples_not_informative() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, b, why) in [
+        (
+            "same.onnx",
+            [1.0, -2.0, 3.0, 0.5],
+            "is the same on every sample",
+        ),
+        ("constant.onnx", [0.0; 4], "holds one value repeated"),
+    ] {
+        let model = dir.path().join(name);
+        std::fs::write(&model, deaf_model(&b).encode_to_vec()).expect("write");
+        let text = ok(&["validate", arg(&model), arg(&model), "--timed", "1"]);
+        assert!(
+            text.contains("not informative") && text.contains(why) && text.contains("`y`"),
+            "{text}"
+        );
+        assert!(!text.contains("cosine mean"), "{text}");
+        let shown = json(&[
+            "validate",
+            arg(&model),
+            arg(&model),
+            "--timed",
+            "1",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(shown["fidelity"]["informative"], false, "{shown:#}");
+        assert!(
+            shown["fidelity"]["not_informative"]
+                .as_str()
+                .is_some_and(|s| s.contains(why)),
+            "{shown:#}"
+        );
+    }
+}
