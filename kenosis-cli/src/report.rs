@@ -48,8 +48,9 @@ pub struct DescribedModel<'a> {
     /// The manifest entry, its fields inline.
     #[serde(flatten)]
     pub entry: &'a ModelEntry,
-    /// The build's JSON report of the model, as written beside the artifact.
-    pub report: &'a Report,
+    /// The build's JSON report of the model, exactly as written beside the artifact (every
+    /// field, including any this version of the command does not know).
+    pub report: &'a serde_json::Value,
 }
 
 /// Prints what the package's last build quantized.
@@ -95,16 +96,21 @@ pub fn run(args: &Args) -> Result<()> {
                     path: entry.report_path.clone(),
                     source,
                 })?;
-            serde_json::from_slice::<Report>(&bytes)
-                .map_err(|e| Error::Mismatch(format!("{}: {e}", entry.report_path.display())))
+            let bad = |e: serde_json::Error| {
+                Error::Mismatch(format!("{}: {e}", entry.report_path.display()))
+            };
+            // Typed, to check it is a report; as written, for the JSON output.
+            let report = serde_json::from_slice::<Report>(&bytes).map_err(bad)?;
+            let raw = serde_json::from_slice::<serde_json::Value>(&bytes).map_err(bad)?;
+            Ok((report, raw))
         })
-        .collect::<Result<Vec<Report>>>()?;
+        .collect::<Result<Vec<(Report, serde_json::Value)>>>()?;
     if args.format == Format::Json {
         return crate::format::print_json(&Described {
             manifest: manifest.display().to_string(),
             package: name,
             models: (models.models.iter().zip(&reports))
-                .map(|(entry, report)| DescribedModel { entry, report })
+                .map(|(entry, (_, report))| DescribedModel { entry, report })
                 .collect(),
         });
     }
@@ -114,7 +120,7 @@ pub fn run(args: &Args) -> Result<()> {
         name,
         models.models.len()
     );
-    for (entry, report) in models.models.iter().zip(&reports) {
+    for (entry, (report, _)) in models.models.iter().zip(&reports) {
         print!("{}", describe(entry, report));
     }
     Ok(())
