@@ -112,6 +112,13 @@ pub fn run(args: &Args) -> Result<()> {
         });
     }
     println!("{}", quantized.report.summary_line());
+    if quantized.report.calibration_synthetic {
+        // The line names the range assumed; say how to give real samples instead.
+        println!(
+            "the ranges come from synthetic samples: give --calibration, --images or --text \
+             for ranges that hold on real data"
+        );
+    }
     println!(
         "wrote {} and {}",
         args.output.display(),
