@@ -13,7 +13,7 @@
 //!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
 //!
 //! Every command but the hidden one prints one JSON document with `--format json`
-//! (see [`format`] and `docs/cli-json.md`); `--preprocess` is
+//! (see [`mod@format`] and `docs/cli-json.md`); `--preprocess` is
 //! `kenosis_options::preprocess::ImagePreprocess` (see `docs/preprocess.md`).
 //!
 //! Build scripts run it too (hidden `build-request`, see kenosis-build's `quantizer`): its

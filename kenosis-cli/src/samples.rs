@@ -30,10 +30,11 @@ pub struct SampleArgs {
     #[arg(long, value_name = "DIR", requires = "preprocess")]
     images: Option<PathBuf>,
     /// How the model wants its images, written as its card states it: comma-separated
-    /// rgb|bgr, nchw|nhwc, WxH (default: the model's), stretch|crop[=F]|letterbox[=PAD[:topleft]],
-    /// scale=S, mean=M[:M:M], std=S[:S:S]. A pixel p (0-255) of channel c becomes
-    /// (p * scale - mean[c]) / std[c]; without scale=, scale is 1/255 when every mean and
-    /// std value is at most 1, else 1. E.g.
+    /// `rgb|bgr`, `nchw|nhwc`, `WxH` (default: the model's),
+    /// `stretch|crop[=F]|letterbox[=PAD[:topleft]]`, `scale=S`, `mean=M[:M:M]`,
+    /// `std=S[:S:S]`. A pixel p (0-255) of channel c becomes `(p * scale - mean[c]) / std[c]`;
+    /// without `scale=`, scale is 1/255 when every mean and std value is at most 1, else 1.
+    /// E.g.
     /// "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225" or
     /// "bgr,mean=104:117:123". See docs/preprocess.md
     #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
