@@ -120,6 +120,132 @@ where
     Ok(files.len())
 }
 
+/// The preprocessing function of `spec` at `size`, to pass to [`calibration_images`]: each
+/// image's bytes through [`preprocess_image`]. `size` is `spec.size` when the spec gives
+/// one, else the model's input height and width.
+///
+/// ```no_run
+/// // build.rs, with kenosis-build's `image-preprocess` feature
+/// let spec: kenosis_build::preprocess::ImagePreprocess =
+///     "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225"
+///         .parse()
+///         .expect("a preprocessing spec");
+/// let size = spec.size.expect("the spec gives the size");
+/// let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("calib");
+/// kenosis_build::calibration_images(
+///     "calib-images",
+///     &out,
+///     kenosis_build::image_preprocessor(&spec, size),
+/// )
+/// .expect("kenosis: preparing calibration data failed");
+/// ```
+#[cfg(feature = "image-preprocess")]
+pub fn image_preprocessor(
+    spec: &kenosis_options::preprocess::ImagePreprocess,
+    size: kenosis_options::preprocess::Size,
+) -> impl FnMut(&[u8]) -> std::result::Result<ndarray::Array3<f32>, image::ImageError> {
+    let spec = spec.clone();
+    move |bytes| preprocess_image(bytes, &spec, size)
+}
+
+/// One image file's bytes as a model input of `size`, preprocessed as `spec` says (see
+/// `kenosis_options::preprocess` for the arithmetic): f32, shaped `[3, height, width]` for
+/// `nchw` and `[height, width, 3]` for `nhwc`, without a batch dimension.
+///
+/// The image is decoded to 8-bit RGB (an alpha channel is dropped, gray is repeated in
+/// the three channels), resized with a bilinear filter (not at all when it already has
+/// the size it is resized to), cropped or letterboxed as `spec.resize` says, then each
+/// value normalized in the model's channel order.
+///
+/// # Errors
+/// [`image::ImageError`] when the bytes are not an image in a format this build decodes
+/// (JPEG), or decoding fails.
+#[cfg(feature = "image-preprocess")]
+pub fn preprocess_image(
+    bytes: &[u8],
+    spec: &kenosis_options::preprocess::ImagePreprocess,
+    size: kenosis_options::preprocess::Size,
+) -> std::result::Result<ndarray::Array3<f32>, image::ImageError> {
+    use kenosis_options::preprocess::Layout;
+
+    let rgb = image::load_from_memory(bytes)?.to_rgb8();
+    let fitted = fit(&rgb, spec.resize, size);
+    let (w, h) = (size.width as usize, size.height as usize);
+    let shape = match spec.layout {
+        Layout::Nchw => (3, h, w),
+        Layout::Nhwc => (h, w, 3),
+    };
+    let mut out = ndarray::Array3::<f32>::zeros(shape);
+    for (x, y, p) in fitted.enumerate_pixels() {
+        let (x, y) = (x as usize, y as usize);
+        for c in 0..3 {
+            let v = spec.normalize(c, p[spec.rgb_index(c)]);
+            match spec.layout {
+                Layout::Nchw => out[[c, y, x]] = v,
+                Layout::Nhwc => out[[y, x, c]] = v,
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `img` brought to `size` by `resize`.
+#[cfg(feature = "image-preprocess")]
+fn fit(
+    img: &image::RgbImage,
+    resize: kenosis_options::preprocess::Resize,
+    size: kenosis_options::preprocess::Size,
+) -> image::RgbImage {
+    use kenosis_options::preprocess::Resize;
+
+    let (w0, h0) = (f64::from(img.width()), f64::from(img.height()));
+    let (w, h) = (size.width, size.height);
+    let scaled = |s: f64, of: f64, low: u32, high: u32| -> u32 {
+        ((of * s).round() as u32).clamp(low, high)
+    };
+    match resize {
+        Resize::Stretch => resized(img, w, h),
+        Resize::Crop { fraction } => {
+            // The centre region that scaling by `s` would bring to `w` x `h`, cut from the
+            // image first and then resized (the same pixels as resizing then cutting, without
+            // resizing a very long image whole).
+            let s = (f64::from(w) / w0).max(f64::from(h) / h0) / f64::from(fraction);
+            let (cw, ch) = (
+                scaled(1.0 / s, f64::from(w), 1, img.width()),
+                scaled(1.0 / s, f64::from(h), 1, img.height()),
+            );
+            let (x, y) = ((img.width() - cw) / 2, (img.height() - ch) / 2);
+            resized(
+                &image::imageops::crop_imm(img, x, y, cw, ch).to_image(),
+                w,
+                h,
+            )
+        }
+        Resize::Letterbox { pad, top_left } => {
+            let s = (f64::from(w) / w0).min(f64::from(h) / h0);
+            let (rw, rh) = (scaled(s, w0, 1, w), scaled(s, h0, 1, h));
+            let r = resized(img, rw, rh);
+            let mut canvas = image::RgbImage::from_pixel(w, h, image::Rgb([pad; 3]));
+            let (x, y) = if top_left {
+                (0, 0)
+            } else {
+                ((w - rw) / 2, (h - rh) / 2)
+            };
+            image::imageops::overlay(&mut canvas, &r, i64::from(x), i64::from(y));
+            canvas
+        }
+    }
+}
+
+/// `img` at `w` x `h` (bilinear), or a copy when it has that size.
+#[cfg(feature = "image-preprocess")]
+fn resized(img: &image::RgbImage, w: u32, h: u32) -> image::RgbImage {
+    if img.dimensions() == (w, h) {
+        return img.clone();
+    }
+    image::imageops::resize(img, w, h, image::imageops::FilterType::Triangle)
+}
+
 /// `tensor` as an `.npy` file (format version 1.0: little-endian float32, C order), laid
 /// out as NumPy's `np.save` writes it: the magic string, the header length, a Python dict
 /// literal padded with spaces and a line feed so that the data starts on a 64-byte
@@ -236,6 +362,74 @@ mod tests {
             .modified()
             .unwrap();
         assert_eq!(before, after);
+    }
+
+    /// A `w` x `h` JPEG whose left half is black and right half white.
+    #[cfg(feature = "image-preprocess")]
+    fn half_white_jpeg(w: u32, h: u32) -> Vec<u8> {
+        let img = image::RgbImage::from_fn(w, h, |x, _| {
+            image::Rgb(if x < w / 2 {
+                [0, 0, 0]
+            } else {
+                [255, 255, 255]
+            })
+        });
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 100)
+            .encode_image(&img)
+            .unwrap();
+        bytes
+    }
+
+    #[cfg(feature = "image-preprocess")]
+    #[test]
+    fn a_spec_decodes_resizes_and_normalizes() {
+        use kenosis_options::preprocess::{ImagePreprocess, Size};
+
+        let size = Size {
+            width: 8,
+            height: 8,
+        };
+        let jpeg = half_white_jpeg(32, 16);
+        // Stretched: black left, white right, (x - 127) / 128 in NCHW.
+        let spec: ImagePreprocess = "rgb,nchw,mean=127,std=128".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert_eq!(x.shape(), [3, 8, 8]);
+        assert!((x[[0, 4, 0]] - (-127.0 / 128.0)).abs() < 0.05, "{x}");
+        assert!((x[[2, 4, 7]] - (128.0 / 128.0)).abs() < 0.05, "{x}");
+        // Letterboxed: the 2:1 image fills the middle 8x4 rows, pad 0 above and below.
+        let spec: ImagePreprocess = "nhwc,letterbox=0".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert_eq!(x.shape(), [8, 8, 3]);
+        assert_eq!(x[[0, 7, 1]], 0.0);
+        assert!(x[[4, 7, 1]] > 240.0, "{x}");
+        // At the top left: rows 0 to 3 hold the image, 4 to 7 the pad.
+        let spec: ImagePreprocess = "nhwc,letterbox=0:topleft".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert!(x[[0, 7, 1]] > 240.0, "{x}");
+        assert_eq!(x[[7, 7, 1]], 0.0);
+        // Centre-cropped: the middle of a 2:1 image, half black half white still.
+        let spec: ImagePreprocess = "crop,scale=1/255".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert!(x[[1, 4, 0]] < 0.05 && x[[1, 4, 7]] > 0.95, "{x}");
+        // crop=0.5: the middle half of that (8 x 8 of the 16 x 16 centre), all white on the
+        // right of the centre line, black on the left.
+        let spec: ImagePreprocess = "crop=0.5,scale=1/255".parse().unwrap();
+        let x = preprocess_image(&jpeg, &spec, size).unwrap();
+        assert!(x[[0, 0, 0]] < 0.05 && x[[0, 7, 7]] > 0.95, "{x}");
+        // A 2000 x 1 strip cropped: a 1-pixel-high centre cut, stretched, not a 448000-wide
+        // image.
+        let strip = image::RgbImage::from_pixel(2000, 1, image::Rgb([9, 9, 9]));
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 100)
+            .encode_image(&strip)
+            .unwrap();
+        let spec: ImagePreprocess = "crop".parse().unwrap();
+        let x = preprocess_image(&bytes, &spec, size).unwrap();
+        assert_eq!(x.shape(), [3, 8, 8]);
+        assert!((x[[0, 7, 7]] - 9.0).abs() < 2.0, "{x}");
+        // Not an image: the decoder's error.
+        assert!(preprocess_image(b"not an image", &spec, size).is_err());
     }
 
     #[test]

@@ -69,7 +69,14 @@ pub use config::{discover, Config};
 /// Images turned into calibration samples, with the `images` feature.
 #[cfg(feature = "images")]
 pub use images::{calibration_images, IMAGE_EXTENSIONS};
+/// Images decoded and resized by a preprocessing spec, with the `image-preprocess` feature.
+#[cfg(feature = "image-preprocess")]
+pub use images::{image_preprocessor, preprocess_image};
 pub use kenosis_manifest::TensorInfo;
+/// The image preprocessing spec (`"rgb,224x224,mean=127,std=128"`) and its parser, for
+/// [`image_preprocessor`].
+#[cfg(feature = "image-preprocess")]
+pub use kenosis_options::preprocess;
 pub use kenosis_options::{Activations, Method, Weights};
 pub use kenosis_request::kernels::Evaluation;
 pub use kenosis_request::{Error, OrtFailure, Result};

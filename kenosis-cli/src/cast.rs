@@ -6,7 +6,10 @@ use std::path::PathBuf;
 
 use kenosis_quantize::cast::{CastSummary, Precision};
 
+use serde::Serialize;
+
 use crate::error::Result;
+use crate::format::Format;
 use crate::inspect::megabytes;
 
 /// The 16-bit storage formats, as written on the command line.
@@ -38,6 +41,37 @@ pub struct Args {
     /// Where to write the cast model (one self-contained file)
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
+    /// Print lines for people (text) or one JSON document for scripts (see
+    /// docs/cli-json.md)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// What `kenosis cast --format json` prints (see `docs/cli-json.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Casting {
+    /// The FP32 model as given.
+    pub source: String,
+    /// The cast model written.
+    pub output: String,
+    /// `fp16` or `bf16`.
+    pub precision: &'static str,
+    /// The FP32 file's size in bytes.
+    pub size_fp32: usize,
+    /// The cast file's size in bytes.
+    pub size_cast: usize,
+    /// Weights stored in 16 bits, each behind one Cast.
+    pub cast: usize,
+    /// FP32 weights kept for being small (under 64 elements) or unread.
+    pub kept_small: usize,
+    /// FP32 weights kept for being quantization parameters.
+    pub kept_quantization: usize,
+    /// Payload bytes of the cast weights before (FP32).
+    pub bytes_before: usize,
+    /// Payload bytes of the cast weights after (16 bits).
+    pub bytes_after: usize,
+    /// Nonzero weights that became 0.
+    pub flushed_to_zero: usize,
 }
 
 /// Casts `args.model` and writes it.
@@ -54,6 +88,25 @@ pub fn run(args: &Args) -> Result<()> {
     let precision = Precision::from(args.precision);
     let cast = kenosis_quantize::cast::cast(&args.model, &bytes, precision)?;
     crate::model::write_atomic(&args.output, &cast.bytes)?;
+    if args.format == Format::Json {
+        let s = &cast.summary;
+        return crate::format::print_json(&Casting {
+            source: args.model.display().to_string(),
+            output: args.output.display().to_string(),
+            precision: match args.precision {
+                PrecisionArg::Fp16 => "fp16",
+                PrecisionArg::Bf16 => "bf16",
+            },
+            size_fp32: bytes.len(),
+            size_cast: cast.bytes.len(),
+            cast: s.cast,
+            kept_small: s.kept_small,
+            kept_quantization: s.kept_quantization,
+            bytes_before: s.bytes_before,
+            bytes_after: s.bytes_after,
+            flushed_to_zero: s.flushed_to_zero,
+        });
+    }
     println!(
         "{}",
         summary_line(&cast.summary, precision, bytes.len(), cast.bytes.len())

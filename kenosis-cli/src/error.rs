@@ -31,6 +31,15 @@ pub enum Error {
     /// `cargo metadata` cannot describe the package (`kenosis report`).
     #[error("cargo metadata: {0}")]
     CargoMetadata(#[from] kenosis_build::cargo::MetadataFailure),
+    /// `--images` or `--text` cannot make samples: the folder, file, tokenizer or model
+    /// named, and why.
+    #[error("{path}: {reason}")]
+    Input {
+        /// The folder, image or text file, tokenizer or model.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// Two models cannot be compared (different inputs, or no float output).
     #[error("{0}")]
     Mismatch(String),

@@ -5,20 +5,144 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kenosis_quantize::onnx::{self, ElemType, ModelProto, ValueInfoProto};
+use serde::Serialize;
 
 use crate::error::Result;
+use crate::format::{Format, Tensor};
 
 /// How many of the largest initializers are listed.
 const LARGEST: usize = 5;
 
-/// Prints the summary of the model at `path`.
+/// Prints the summary of the model at `path`, as text or as JSON ([`Inspection`]).
 ///
 /// # Errors
 /// As [`crate::model::read`].
-pub fn run(path: &Path) -> Result<()> {
+pub fn run(path: &Path, format: Format) -> Result<()> {
     let (model, size) = crate::model::read(path)?;
-    print!("{}", summary(path, &model, size));
+    match format {
+        Format::Text => print!("{}", summary(path, &model, size)),
+        Format::Json => crate::format::print_json(&inspection(path, &model, size))?,
+    }
     Ok(())
+}
+
+/// What `kenosis inspect --format json` prints (see `docs/cli-json.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inspection {
+    /// The model file as given.
+    pub path: String,
+    /// Its size in bytes.
+    pub size_bytes: usize,
+    /// `ModelProto.ir_version`.
+    pub ir_version: i64,
+    /// The operator sets imported: `ai.onnx` for the default domain.
+    pub opsets: Vec<Opset>,
+    /// `ModelProto.producer_name`.
+    pub producer_name: String,
+    /// `ModelProto.producer_version`.
+    pub producer_version: String,
+    /// What the model holds, as `kenosis validate` labels it (`INT8`, `FP16`, `INT8+FP16`,
+    /// ...; see [`precision`]); `null` for an FP32 model.
+    pub precision: Option<String>,
+    /// Graph inputs (initializers excluded), in declaration order.
+    pub inputs: Vec<Tensor>,
+    /// Graph outputs, in declaration order.
+    pub outputs: Vec<Tensor>,
+    /// Nodes of the main graph.
+    pub nodes: usize,
+    /// Nodes per operator (`domain.Op` outside the default domain), by name.
+    pub operators: BTreeMap<String, usize>,
+    /// Parameters: elements over all initializers.
+    pub parameters: usize,
+    /// Initializers.
+    pub initializers: usize,
+    /// Bytes of initializer payload held in the file.
+    pub initializer_bytes: usize,
+    /// Initializers per element type (see [`crate::format::dtype`]).
+    pub initializer_dtypes: BTreeMap<String, usize>,
+    /// The largest initializers by element count, most first (at most five).
+    pub largest: Vec<Initializer>,
+}
+
+/// One imported operator set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Opset {
+    /// The domain: `ai.onnx` for the default one.
+    pub domain: String,
+    /// Its version.
+    pub version: i64,
+}
+
+/// One initializer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Initializer {
+    /// Its name.
+    pub name: String,
+    /// Its element type (see [`crate::format::dtype`]).
+    pub dtype: String,
+    /// Its dimensions.
+    pub shape: Vec<i64>,
+    /// Its element count.
+    pub elements: usize,
+}
+
+/// The [`Inspection`] of `model`, read from `path` (`size` bytes).
+pub fn inspection(path: &Path, model: &ModelProto, size: usize) -> Inspection {
+    let empty = onnx::GraphProto::default();
+    let graph = model.graph.as_ref().unwrap_or(&empty);
+    let initializers: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name()).collect();
+    let mut initializer_dtypes: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &graph.initializer {
+        *initializer_dtypes
+            .entry(crate::format::dtype(t.elem_type()))
+            .or_default() += 1;
+    }
+    let mut largest: Vec<&onnx::TensorProto> = graph.initializer.iter().collect();
+    largest.sort_by_key(|t| std::cmp::Reverse(onnx::tensor::element_count(&t.dims)));
+    Inspection {
+        path: path.display().to_string(),
+        size_bytes: size,
+        ir_version: model.ir_version(),
+        opsets: (model.opset_import.iter())
+            .map(|o| Opset {
+                domain: if onnx::is_default_domain(o.domain()) {
+                    "ai.onnx".into()
+                } else {
+                    o.domain().to_owned()
+                },
+                version: o.version(),
+            })
+            .collect(),
+        producer_name: model.producer_name().to_owned(),
+        producer_version: model.producer_version().to_owned(),
+        precision: precision(model),
+        inputs: (graph.input.iter())
+            .filter(|i| !initializers.contains(i.name()))
+            .map(Tensor::of_value)
+            .collect(),
+        outputs: graph.output.iter().map(Tensor::of_value).collect(),
+        nodes: graph.node.len(),
+        operators: op_counts(model).into_iter().collect(),
+        parameters: (graph.initializer.iter())
+            .map(|t| onnx::tensor::element_count(&t.dims).unwrap_or(0))
+            .sum(),
+        initializers: graph.initializer.len(),
+        initializer_bytes: graph
+            .initializer
+            .iter()
+            .map(onnx::tensor::payload_bytes)
+            .sum(),
+        initializer_dtypes,
+        largest: (largest.into_iter().take(LARGEST))
+            .map(|t| Initializer {
+                name: t.name().to_owned(),
+                dtype: crate::format::dtype(t.elem_type()),
+                shape: t.dims.clone(),
+                elements: onnx::tensor::element_count(&t.dims).unwrap_or(0),
+            })
+            .collect(),
+    }
 }
 
 /// The summary `kenosis inspect` prints.

@@ -1,14 +1,20 @@
 //! `kenosis`: Kenosis's quantizer as a command, for checking a model outside a build.
 //!
-//! - `kenosis quantize MODEL -o OUT [--calibration DIR] [key=value ...]`: what a build does
-//!   for one `include_quantized!` call, with the same options;
-//! - `kenosis validate FP32 OTHER [--data DIR] [--timed N]`: agreement, latency and size of
-//!   an INT8 or cast FP16/BF16 model against its FP32 original;
+//! - `kenosis quantize MODEL -o OUT [--calibration DIR | --images DIR --preprocess SPEC |
+//!   --text FILE|DIR --tokenizer tokenizer.json] [key=value ...]`: what a build does for one
+//!   `include_quantized!` call, with the same options;
+//! - `kenosis validate FP32 OTHER [--data DIR | --images ... | --text ...] [--timed N]`:
+//!   agreement, latency and size of an INT8 or cast FP16/BF16 model against its FP32
+//!   original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
 //! - `kenosis diff A B`: what differs between two models;
 //! - `kenosis report`: what the last `cargo build` of the current package quantized;
 //! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
 //!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
+//!
+//! Every command but the hidden one prints one JSON document with `--format json`
+//! (see [`mod@format`] and `docs/cli-json.md`); `--preprocess` is
+//! `kenosis_options::preprocess::ImagePreprocess` (see `docs/preprocess.md`).
 //!
 //! Build scripts run it too (hidden `build-request`, see kenosis-build's `quantizer`): its
 //! `--version` names the kenosis-build sources it was compiled from, which a build's front
@@ -18,12 +24,17 @@ mod build_request;
 mod cast;
 mod diff;
 mod error;
+mod format;
+mod images;
 mod inspect;
 mod model;
 mod op_loss;
 mod progress;
 mod quantize;
 mod report;
+mod samples;
+#[cfg(feature = "text")]
+mod text;
 mod validate;
 
 use std::path::PathBuf;
@@ -56,6 +67,10 @@ enum Command {
     Inspect {
         /// The ONNX model
         model: PathBuf,
+        /// Print lines for people (text) or one JSON document for scripts (see
+        /// docs/cli-json.md)
+        #[arg(long, value_enum, default_value_t = format::Format::Text)]
+        format: format::Format,
     },
     /// Show what differs between two models: inputs and outputs, operator counts, nodes and
     /// weights
@@ -64,6 +79,10 @@ enum Command {
         a: PathBuf,
         /// The second model (e.g. its INT8 artifact)
         b: PathBuf,
+        /// Print lines for people (text) or one JSON document for scripts (see
+        /// docs/cli-json.md)
+        #[arg(long, value_enum, default_value_t = format::Format::Text)]
+        format: format::Format,
     },
     /// Show what the last `cargo build` of the current package quantized: each model's ops
     /// in INT8 and in FP32 with the reason, fidelity, sizes, and where the artifact and its
@@ -94,8 +113,8 @@ fn main() -> ExitCode {
     let done = match cli.command {
         Command::Quantize(args) => quantize::run(&args),
         Command::Validate(args) => validate::run(&args),
-        Command::Inspect { model } => inspect::run(&model),
-        Command::Diff { a, b } => diff::run(&a, &b),
+        Command::Inspect { model, format } => inspect::run(&model, format),
+        Command::Diff { a, b, format } => diff::run(&a, &b, format),
         Command::Report(args) => report::run(&args),
         Command::Cast(args) => cast::run(&args),
         Command::BuildRequest => build_request::run(),

@@ -4,9 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use kenosis_options::Options;
-use kenosis_quantize::{Calibration, QuantizeOptions};
+use kenosis_quantize::{Calibration, QuantizeOptions, Report};
+
+use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::format::Format;
+use crate::samples::DataSource;
 
 /// The arguments of `kenosis quantize`.
 #[derive(clap::Args)]
@@ -18,11 +22,33 @@ pub struct Args {
     output: PathBuf,
     /// A folder of `.npy` calibration samples, one per file (one subfolder per input for
     /// several inputs); default: synthetic inputs
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = crate::samples::CONFLICTS)]
     calibration: Option<PathBuf>,
+    /// Images or text as calibration samples
+    #[command(flatten)]
+    samples: crate::samples::SampleArgs,
     /// Options as in `include_quantized!`, e.g. `method="mse"` `per_channel=false`
     #[arg(value_name = "KEY=VALUE")]
     options: Vec<String>,
+    /// Print lines for people (text) or one JSON document for scripts: the paths written,
+    /// where the samples came from, and the build report (see docs/cli-json.md)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// What `kenosis quantize --format json` prints (see `docs/cli-json.md`).
+#[derive(Debug, Serialize)]
+pub struct Quantization<'a> {
+    /// The FP32 model as given.
+    pub source: String,
+    /// The INT8 artifact written.
+    pub artifact_path: String,
+    /// Its JSON report, written beside it.
+    pub report_path: String,
+    /// Where the calibration samples came from.
+    pub data: DataSource,
+    /// The report, as written to `report_path`.
+    pub report: &'a Report,
 }
 
 /// Quantizes `args.model` and writes the artifact and its report.
@@ -35,19 +61,37 @@ pub fn run(args: &Args) -> Result<()> {
     for arg in &args.options {
         layers.merge(&parse_option(arg)?);
     }
-    let calibration = match (&args.calibration, &layers.calibration) {
-        (Some(dir), _) => Calibration::NpyDir(dir.clone()),
-        (None, Some(dir)) => Calibration::NpyDir(PathBuf::from(dir)),
-        (None, None) => Calibration::Synthetic,
+    // Decoded once, the encoded bytes dropped before quantizing (peak memory).
+    let (model, size) = crate::model::read(&args.model)?;
+    let empty = kenosis_quantize::onnx::GraphProto::default();
+    let inputs =
+        kenosis_quantize::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
+    let made = args.samples.make(&args.model, &inputs)?;
+    let mut source = None;
+    let calibration = match made {
+        Some((data, made)) => {
+            if args.format == Format::Text {
+                println!("calibrating on {} {made}", data.samples.len());
+            }
+            source = Some(made);
+            Calibration::Data(data)
+        }
+        None => match (&args.calibration, &layers.calibration) {
+            (Some(dir), _) => Calibration::NpyDir(dir.clone()),
+            (None, Some(dir)) => Calibration::NpyDir(PathBuf::from(dir)),
+            (None, None) => Calibration::Synthetic,
+        },
     };
     let options = QuantizeOptions::for_host(&layers);
-    let bytes = std::fs::read(&args.model).map_err(|source| kenosis_quantize::Error::Io {
-        path: args.model.clone(),
-        source,
-    })?;
     // The library reports no progress while it works: a spinner with the elapsed time.
     let spinner = crate::progress::spinner(&format!("quantizing {}", args.model.display()));
-    let quantized = kenosis_quantize::quantize(&args.model, &bytes, &calibration, &options);
+    let quantized = kenosis_quantize::pipeline::quantize_decoded(
+        &args.model,
+        model,
+        size,
+        &calibration,
+        &options,
+    );
     spinner.finish_and_clear();
     let quantized = quantized?;
     crate::model::write_atomic(&args.output, &quantized.bytes)?;
@@ -55,7 +99,31 @@ pub fn run(args: &Args) -> Result<()> {
         .map_err(|e| Error::Mismatch(format!("the report does not serialize: {e}")))?;
     let report_path = report_path(&args.output);
     crate::model::write_atomic(&report_path, &report)?;
+    if args.format == Format::Json {
+        let npy = match &calibration {
+            Calibration::NpyDir(dir) => Some(dir.as_path()),
+            _ => None,
+        };
+        return crate::format::print_json(&Quantization {
+            source: args.model.display().to_string(),
+            artifact_path: args.output.display().to_string(),
+            report_path: report_path.display().to_string(),
+            data: DataSource::new(
+                source.as_ref(),
+                npy,
+                quantized.report.synthetic_image_ranges.clone(),
+            ),
+            report: &quantized.report,
+        });
+    }
     println!("{}", quantized.report.summary_line());
+    if quantized.report.calibration_synthetic {
+        // The line names the range assumed; say how to give real samples instead.
+        println!(
+            "the ranges come from synthetic samples: give --calibration, --images or --text \
+             for ranges that hold on real data"
+        );
+    }
     println!(
         "wrote {} and {}",
         args.output.display(),

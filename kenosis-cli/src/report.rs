@@ -7,10 +7,12 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kenosis_build::cargo::MetadataFailure;
-use kenosis_manifest::Manifest;
+use kenosis_manifest::{Manifest, ModelEntry};
 use kenosis_quantize::Report;
+use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::format::Format;
 use crate::inspect::{first_names, megabytes};
 
 /// How many node names a group of FP32 nodes shows.
@@ -22,6 +24,33 @@ pub struct Args {
     /// The package's Cargo.toml (default: the one cargo finds from the current folder)
     #[arg(long, value_name = "PATH")]
     manifest_path: Option<PathBuf>,
+    /// Print lines for people (text) or one JSON document for scripts (see
+    /// docs/cli-json.md)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// What `kenosis report --format json` prints (see `docs/cli-json.md`).
+#[derive(Debug, Serialize)]
+pub struct Described<'a> {
+    /// The manifest the build script wrote (`kenosis-manifest.json`).
+    pub manifest: String,
+    /// The package it belongs to.
+    pub package: &'a str,
+    /// One entry per model, in the manifest's order.
+    pub models: Vec<DescribedModel<'a>>,
+}
+
+/// One model of [`Described`]: its manifest entry's fields (`source`, `artifact_path`,
+/// `report_path`, `options`, `inputs`, `outputs`, ...) and its report.
+#[derive(Debug, Serialize)]
+pub struct DescribedModel<'a> {
+    /// The manifest entry, its fields inline.
+    #[serde(flatten)]
+    pub entry: &'a ModelEntry,
+    /// The build's JSON report of the model, exactly as written beside the artifact (every
+    /// field, including any this version of the command does not know).
+    pub report: &'a serde_json::Value,
 }
 
 /// Prints what the package's last build quantized.
@@ -60,21 +89,40 @@ pub fn run(args: &Args) -> Result<()> {
     })?;
     let models = Manifest::read(&manifest)
         .map_err(|e| Error::Mismatch(format!("{}: {e}", manifest.display())))?;
+    let reports = (models.models.iter())
+        .map(|entry| {
+            let bytes = std::fs::read(&entry.report_path).map_err(|source| {
+                kenosis_quantize::Error::Io {
+                    path: entry.report_path.clone(),
+                    source,
+                }
+            })?;
+            let bad = |e: serde_json::Error| {
+                Error::Mismatch(format!("{}: {e}", entry.report_path.display()))
+            };
+            // Typed, to check it is a report; as written, for the JSON output.
+            let report = serde_json::from_slice::<Report>(&bytes).map_err(bad)?;
+            let raw = serde_json::from_slice::<serde_json::Value>(&bytes).map_err(bad)?;
+            Ok((report, raw))
+        })
+        .collect::<Result<Vec<(Report, serde_json::Value)>>>()?;
+    if args.format == Format::Json {
+        return crate::format::print_json(&Described {
+            manifest: manifest.display().to_string(),
+            package: name,
+            models: (models.models.iter().zip(&reports))
+                .map(|(entry, (_, report))| DescribedModel { entry, report })
+                .collect(),
+        });
+    }
     println!(
         "{} (package `{}`): {} model(s)",
         manifest.display(),
         name,
         models.models.len()
     );
-    for entry in &models.models {
-        let bytes =
-            std::fs::read(&entry.report_path).map_err(|source| kenosis_quantize::Error::Io {
-                path: entry.report_path.clone(),
-                source,
-            })?;
-        let report: Report = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Mismatch(format!("{}: {e}", entry.report_path.display())))?;
-        print!("{}", describe(entry, &report));
+    for (entry, (report, _)) in models.models.iter().zip(&reports) {
+        print!("{}", describe(entry, report));
     }
     Ok(())
 }
@@ -133,7 +181,7 @@ fn newest_manifest(target: &Path, package: &str) -> Option<PathBuf> {
 }
 
 /// One model's section.
-fn describe(entry: &kenosis_manifest::ModelEntry, report: &Report) -> String {
+fn describe(entry: &ModelEntry, report: &Report) -> String {
     let mut out = String::new();
     let options = if entry.options.is_empty() {
         "default options"

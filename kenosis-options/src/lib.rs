@@ -16,6 +16,9 @@
 //!
 //! Unknown keys, repeated keys and bad values are [`syn::Error`]s spanned at the offending
 //! token.
+//!
+//! [`preprocess`] holds the image preprocessing spec (`"rgb,224x224,mean=127,std=128"`) the
+//! `kenosis` command's `--preprocess` reads, for the build side to read the same way.
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
@@ -24,6 +27,7 @@ use syn::{Ident, LitStr, Token, Visibility};
 
 pub mod check;
 pub mod merge;
+pub mod preprocess;
 pub mod table;
 pub mod value;
 
