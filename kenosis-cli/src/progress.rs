@@ -27,3 +27,24 @@ pub fn spinner(message: &str) -> ProgressBar {
     spinner.enable_steady_tick(Duration::from_millis(120));
     spinner
 }
+
+/// Shows `stage` of the quantization of `model`: as `spinner`'s message on a terminal, else
+/// as a line on stderr, so that a log shows the stages too.
+pub fn stage(spinner: &ProgressBar, model: &str, stage: kenosis_quantize::Stage) {
+    use kenosis_quantize::Stage;
+    let what = match stage {
+        Stage::Decode => "decoding".to_owned(),
+        Stage::Normalize => "normalizing and planning".to_owned(),
+        Stage::Calibrate { samples } => format!("calibrating on {samples} samples"),
+        Stage::Ranges => "choosing ranges".to_owned(),
+        Stage::Rewrite => "rewriting".to_owned(),
+        Stage::Fidelity => "measuring fidelity".to_owned(),
+        Stage::SpeedCheck => "timing against FP32".to_owned(),
+        _ => "quantizing".to_owned(),
+    };
+    if spinner.is_hidden() {
+        eprintln!("kenosis: {model}: {what}");
+    } else {
+        spinner.set_message(format!("{model}: {what}"));
+    }
+}

@@ -83,14 +83,17 @@ pub fn run(args: &Args) -> Result<()> {
         },
     };
     let options = QuantizeOptions::for_host(&layers);
-    // The library reports no progress while it works: a spinner with the elapsed time.
-    let spinner = crate::progress::spinner(&format!("quantizing {}", args.model.display()));
-    let quantized = kenosis_quantize::pipeline::quantize_decoded(
+    // Each stage as the library begins it: the spinner's message on a terminal, a line
+    // otherwise.
+    let name = args.model.display().to_string();
+    let spinner = crate::progress::spinner(&format!("quantizing {name}"));
+    let quantized = kenosis_quantize::pipeline::quantize_decoded_with_progress(
         &args.model,
         model,
         size,
         &calibration,
         &options,
+        &|stage| crate::progress::stage(&spinner, &name, stage),
     );
     spinner.finish_and_clear();
     let quantized = quantized?;

@@ -87,7 +87,9 @@ pub use kenosis_request::kernels::Evaluation;
 pub use kenosis_request::options::QuantizeOptions;
 pub use kenosis_request::{Error, OrtFailure, Result, IDENTITY};
 pub use normalize::NormalizeSummary;
-pub use pipeline::{quantize, quantize_file, Calibration, Quantized};
+pub use pipeline::{
+    quantize, quantize_file, quantize_with_progress, Calibration, Quantized, Stage,
+};
 pub use quantize::plan::FloatNode;
 pub use quantize::reason::FloatReason;
 pub use quantize::rewrite::RewriteSummary;

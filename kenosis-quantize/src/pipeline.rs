@@ -50,6 +50,31 @@ pub struct Quantized {
     pub report: Report,
 }
 
+/// A stage of one model's quantization, as [`quantize_with_progress`] reports it when the
+/// stage begins, each once, in this order (`SpeedCheck` only where a speed floor applies:
+/// `speed_check` with `fp32_where_faster`, or `min_speedup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stage {
+    /// Decoding the protobuf.
+    Decode,
+    /// Normalizing the graph (constants, opset, folds) and planning the placement.
+    Normalize,
+    /// Running the FP32 model on `samples` calibration samples in ONNX Runtime.
+    Calibrate {
+        /// Samples the ranges are fitted on (the held-out ones come later, in `Fidelity`).
+        samples: usize,
+    },
+    /// Choosing activation ranges from the observed statistics.
+    Ranges,
+    /// Quantizing weights and rewriting the graph with QuantizeLinear/DequantizeLinear.
+    Rewrite,
+    /// Measuring the INT8 model against FP32 (and keeping ops FP32 to meet a floor).
+    Fidelity,
+    /// Timing the INT8 model against FP32 on this machine.
+    SpeedCheck,
+}
+
 pub use crate::model_files::{external_files, model_dir};
 
 /// Largest message protobuf implementations (and so ONNX Runtime) parse: 2 GiB - 1.
@@ -68,8 +93,24 @@ pub fn quantize(
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
+    quantize_with_progress(path, model_bytes, calibration, options, &|_| {})
+}
+
+/// [`quantize`], calling `progress` as each [`Stage`] begins (e.g. to show it on a terminal).
+///
+/// # Errors
+/// As [`quantize`].
+pub fn quantize_with_progress(
+    path: &Path,
+    model_bytes: &[u8],
+    calibration: &Calibration,
+    options: &QuantizeOptions,
+    progress: &dyn Fn(Stage),
+) -> Result<Quantized> {
+    progress(Stage::Decode);
     let model = onnx::decode(path, model_bytes)?;
-    quantize_decoded(path, model, model_bytes.len(), calibration, options)
+    let size = model_bytes.len();
+    quantize_decoded_with_progress(path, model, size, calibration, options, progress)
 }
 
 /// [`quantize`] for the model file at `path`.
@@ -102,12 +143,28 @@ pub fn quantize_decoded(
     calibration: &Calibration,
     options: &QuantizeOptions,
 ) -> Result<Quantized> {
+    quantize_decoded_with_progress(path, model, size_fp32, calibration, options, &|_| {})
+}
+
+/// [`quantize_decoded`], calling `progress` as each [`Stage`] after decoding begins.
+///
+/// # Errors
+/// As [`quantize`].
+pub fn quantize_decoded_with_progress(
+    path: &Path,
+    model: ModelProto,
+    size_fp32: usize,
+    calibration: &Calibration,
+    options: &QuantizeOptions,
+    progress: &dyn Fn(Stage),
+) -> Result<Quantized> {
     options.check()?;
     let started = Instant::now();
+    progress(Stage::Normalize);
     let normalized = normalize_decoded(path, model)?;
     let planned = Planned::new(path, normalized, options)?;
-    let calibrated = planned.calibrate(calibration, options)?;
-    calibrated.quantize(size_fp32, options, started)
+    let calibrated = planned.calibrate(calibration, options, progress)?;
+    calibrated.quantize(size_fp32, options, started, progress)
 }
 
 /// The model decoded from the file at `path` with its external tensors read in from the
@@ -236,6 +293,7 @@ impl<'p> Planned<'p> {
         self,
         calibration: &Calibration,
         options: &QuantizeOptions,
+        progress: &dyn Fn(Stage),
     ) -> Result<Calibrated<'p>> {
         let runnable = (!self.uncalibratable.is_empty()).then(|| {
             calibrate::runnable::runnable_part(self.normalized.model(), &self.uncalibratable)
@@ -279,6 +337,9 @@ impl<'p> Planned<'p> {
             grams: &grams,
             sized: &sized,
         };
+        progress(Stage::Calibrate {
+            samples: calibrated_on,
+        });
         let observations = calibrate::session::observe(
             calibration_model,
             &requests,
@@ -294,6 +355,7 @@ impl<'p> Planned<'p> {
             e => e,
         })?;
         drop(runnable);
+        progress(Stage::Ranges);
         let statistics = self.statistics(&weighted, observations, options.method);
         Ok(Calibrated {
             planned: self,
@@ -440,7 +502,9 @@ impl Calibrated<'_> {
         size_fp32: usize,
         options: &QuantizeOptions,
         started: Instant,
+        progress: &dyn Fn(Stage),
     ) -> Result<Quantized> {
+        progress(Stage::Rewrite);
         let planned = &self.planned;
         // Every build reuses this calibration: keeping more nodes in FP32 changes which
         // tensors are quantized, never the FP32 statistics they are quantized with.
@@ -469,6 +533,7 @@ impl Calibrated<'_> {
                 .build(kept)
                 .map_err(|r| crate::error::unsupported(planned.path, r))
         };
+        progress(Stage::Fidelity);
         let (built, fidelity) = self.meet_target(
             built,
             &mut kept,
@@ -476,6 +541,9 @@ impl Calibrated<'_> {
             options,
             started.elapsed(),
         )?;
+        if options.min_speedup.is_some() || (options.speed_check && options.fp32_where_faster) {
+            progress(Stage::SpeedCheck);
+        }
         let (built, fidelity, speed) = self.meet_speedup(
             (built, fidelity),
             (&mut builder, &kept, build),
