@@ -56,6 +56,10 @@ pub struct Args {
     /// Timed runs of each model for the latency (interleaved, median)
     #[arg(long, value_name = "N", default_value_t = 20)]
     timed: usize,
+    /// Intra-op threads of both models' sessions while timed (as a program sets them with
+    /// `set_intra_threads`, or a build with `intra_threads`)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
     /// Print lines for people (text) or one JSON document for scripts (see
     /// docs/cli-json.md)
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -117,7 +121,7 @@ pub struct Measured {
 }
 
 /// Single-thread latency, named as the build report's `speed`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Speed {
     /// Median FP32 latency, milliseconds.
     pub fp32_ms: f64,
@@ -127,8 +131,10 @@ pub struct Speed {
     pub speedup: f64,
     /// Interleaved timed runs of each model.
     pub runs: usize,
-    /// Threads each run used (1).
+    /// Intra-op threads each run used (`--threads`).
     pub threads: usize,
+    /// The CPU the runs were timed on, as `/proc/cpuinfo` names it.
+    pub cpu: String,
 }
 
 /// The ops losing the most fidelity, most first.
@@ -273,8 +279,16 @@ pub fn run(args: &Args) -> Result<()> {
         "timing {} interleaved runs of each model",
         args.timed.max(1)
     ));
-    let timed =
-        kenosis_quantize::speed::measure_runs(&fp32, &int8, &names, sample, &args.fp32, args.timed);
+    let threads = usize::from(args.threads);
+    let timed = kenosis_quantize::speed::measure_runs(
+        &fp32,
+        &int8,
+        &names,
+        sample,
+        &args.fp32,
+        (args.timed, threads),
+    );
+    let cpu = kenosis_request::kernels::cpu_name();
     spinner.finish_and_clear();
     let (fp32_ms, int8_ms) = timed?;
     let label = crate::inspect::precision(&int8).unwrap_or_else(|| {
@@ -319,7 +333,8 @@ pub fn run(args: &Args) -> Result<()> {
                 int8_ms,
                 speedup: fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
                 runs: args.timed.max(1),
-                threads: 1,
+                threads,
+                cpu,
             },
             op_losses: match attribute()? {
                 Attribution::NoSharedTensors => None,
@@ -369,12 +384,17 @@ pub fn run(args: &Args) -> Result<()> {
         megabytes(size_int8)
     );
     println!(
-        "{:<10} {:>w$} {:>w$}   {:.2}x (median of {} interleaved runs, 1 thread)",
+        "{:<10} {:>w$} {:>w$}   {:.2}x (median of {} interleaved runs, {} on {cpu})",
         "latency",
         format!("{fp32_ms:.3} ms"),
         format!("{int8_ms:.3} ms"),
         fp32_ms / int8_ms.max(f64::MIN_POSITIVE),
-        args.timed.max(1)
+        args.timed.max(1),
+        if threads == 1 {
+            "1 thread".to_owned()
+        } else {
+            format!("{threads} threads")
+        },
     );
     if let Some(why) = &agreement.uninformative {
         // A cosine of 1.0 between two saturated outputs is not a verdict.

@@ -214,6 +214,8 @@ fn inspect_diff_and_validate_print_json_on_squeezenet() {
         arg(&eval),
         "--timed",
         "3",
+        "--threads",
+        "2",
         "--format",
         "json",
     ]);
@@ -232,6 +234,9 @@ fn inspect_diff_and_validate_print_json_on_squeezenet() {
     assert!(f64_at(&checked, "/speed/fp32_ms") > 0.0);
     assert!(f64_at(&checked, "/speed/int8_ms") > 0.0);
     assert_eq!(u64_at(&checked, "/speed/runs"), 3);
+    assert_eq!(u64_at(&checked, "/speed/threads"), 2);
+    let cpu = checked["speed"]["cpu"].as_str().expect("the CPU timed on");
+    assert!(!cpu.is_empty() && !cpu.contains('\n'), "{checked:#}");
     let ops = checked
         .pointer("/op_losses/ops")
         .and_then(Value::as_array)

@@ -176,8 +176,9 @@ pub fn measure(
         .collect()
 }
 
-/// Median single-thread latencies of `fp32` and `int8`, milliseconds, over exactly `runs`
-/// interleaved runs of each model (at least 1), e.g. for the `kenosis validate` command.
+/// Median latencies of `fp32` and `int8` at `threads` intra-op threads (at least 1),
+/// milliseconds, over exactly `runs` interleaved runs of each model (at least 1), e.g. for
+/// the `kenosis validate` command.
 ///
 /// # Errors
 /// As [`measure`].
@@ -187,10 +188,11 @@ pub fn measure_runs(
     input_names: &[String],
     sample: &[SampleValue],
     path: &Path,
-    runs: usize,
+    (runs, threads): (usize, usize),
 ) -> Result<(f64, f64)> {
     let runs = runs.max(1);
-    let t = measure_while((fp32, int8), input_names, sample, path, Some(1), |done| {
+    let threads = Some(threads.max(1));
+    let t = measure_while((fp32, int8), input_names, sample, path, threads, |done| {
         done < runs
     })?;
     Ok((t.fp32_ms, t.int8_ms))

@@ -209,6 +209,29 @@ pub fn cpu_identity() -> String {
     )
 }
 
+/// This machine's CPU as people name it, for lines that say where something was measured:
+/// `/proc/cpuinfo`'s first `model name` (x86) or `Hardware` value, else the architecture with
+/// the first `CPU implementer` and `CPU part` (aarch64), else the architecture alone.
+pub fn cpu_name() -> String {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let value = |key: &str| {
+        (text.lines())
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, v)| k.trim() == key && !v.trim().is_empty())
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    let arch = std::env::consts::ARCH;
+    value("model name")
+        .or_else(|| value("Hardware"))
+        .or_else(|| {
+            let (implementer, part) = (value("CPU implementer")?, value("CPU part")?);
+            Some(format!(
+                "{arch} (CPU implementer {implementer}, part {part})"
+            ))
+        })
+        .unwrap_or_else(|| arch.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Evaluation, IntegerKernels, TargetCpu};
