@@ -48,7 +48,7 @@ pub struct Args {
 }
 
 /// What `kenosis cast --format json` prints (see `docs/cli-json.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Casting {
     /// The FP32 model as given.
     pub source: String,
@@ -60,18 +60,9 @@ pub struct Casting {
     pub size_fp32: usize,
     /// The cast file's size in bytes.
     pub size_cast: usize,
-    /// Weights stored in 16 bits, each behind one Cast.
-    pub cast: usize,
-    /// FP32 weights kept for being small (under 64 elements) or unread.
-    pub kept_small: usize,
-    /// FP32 weights kept for being quantization parameters.
-    pub kept_quantization: usize,
-    /// Payload bytes of the cast weights before (FP32).
-    pub bytes_before: usize,
-    /// Payload bytes of the cast weights after (16 bits).
-    pub bytes_after: usize,
-    /// Nonzero weights that became 0.
-    pub flushed_to_zero: usize,
+    /// What was cast and what was kept, as the library counts it.
+    #[serde(flatten)]
+    pub summary: CastSummary,
 }
 
 /// Casts `args.model` and writes it.
@@ -89,7 +80,6 @@ pub fn run(args: &Args) -> Result<()> {
     let cast = kenosis_quantize::cast::cast(&args.model, &bytes, precision)?;
     crate::model::write_atomic(&args.output, &cast.bytes)?;
     if args.format == Format::Json {
-        let s = &cast.summary;
         return crate::format::print_json(&Casting {
             source: args.model.display().to_string(),
             output: args.output.display().to_string(),
@@ -99,12 +89,7 @@ pub fn run(args: &Args) -> Result<()> {
             },
             size_fp32: bytes.len(),
             size_cast: cast.bytes.len(),
-            cast: s.cast,
-            kept_small: s.kept_small,
-            kept_quantization: s.kept_quantization,
-            bytes_before: s.bytes_before,
-            bytes_after: s.bytes_after,
-            flushed_to_zero: s.flushed_to_zero,
+            summary: cast.summary.clone(),
         });
     }
     println!(

@@ -201,7 +201,7 @@ pub enum CastError {
 }
 
 /// What [`cast`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CastSummary {
     /// Initializers stored in 16 bits (each with one Cast node), subgraphs included.
     pub cast: usize,
