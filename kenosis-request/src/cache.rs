@@ -46,7 +46,7 @@ const CACHE_FORMAT: u32 = 1;
 pub struct KeyHasher(blake3::Hasher);
 
 /// The ONNX Runtime that calibrates, as far as the key can tell without loading it: the `ort`
-/// crate kenosis-build is built with (pinned in its `Cargo.toml`) and the ONNX Runtime API
+/// crate kenosis-quantize is built with (pinned in the workspace's `Cargo.toml`) and the ONNX Runtime API
 /// version that crate requires. Keep in step with that dependency. A cache hit then needs no
 /// ONNX Runtime call; a different build of the same ONNX Runtime minor version is not told
 /// apart (change `KENOSIS_CACHE_DIR` to rebuild with it).
@@ -59,9 +59,9 @@ impl Default for KeyHasher {
 }
 
 impl KeyHasher {
-    /// A hasher seeded with the tool identity: cache format, kenosis-build version, the hash of
-    /// the quantizer's sources (kenosis-build's and kenosis-numerics', see `build.rs`), and
-    /// [`ORT_IDENTITY`].
+    /// A hasher seeded with the tool identity: cache format, version, the hash of the
+    /// quantizer's sources (this crate's, kenosis-quantize's and kenosis-numerics', see
+    /// `build.rs` and [`crate::IDENTITY`]), and [`ORT_IDENTITY`].
     pub fn new() -> Self {
         let mut h = blake3::Hasher::new();
         h.update(&CACHE_FORMAT.to_le_bytes());
