@@ -1,9 +1,10 @@
 //! `kenosis`: Kenosis's quantizer as a command, for checking a model outside a build.
 //!
 //! - `kenosis quantize MODEL -o OUT [--calibration DIR | --images DIR --preprocess SPEC |
-//!   --text FILE|DIR --tokenizer tokenizer.json] [key=value ...]`: what a build does for one
-//!   `include_quantized!` call, with the same options;
-//! - `kenosis validate FP32 OTHER [--data DIR | --images ... | --text ...] [--timed N]`:
+//!   --audio DIR | --text FILE|DIR --tokenizer tokenizer.json] [key=value ...]`: what a
+//!   build does for one `include_quantized!` call, with the same options;
+//! - `kenosis validate FP32 OTHER [--data DIR | --images ... | --audio ... | --text ...]
+//!   [--timed N] [--threads N]`:
 //!   agreement, latency and size of an INT8 or cast FP16/BF16 model against its FP32
 //!   original;
 //! - `kenosis inspect MODEL`: inputs, outputs, operators, parameters, largest tensors;
@@ -20,6 +21,7 @@
 //! `--version` names the kenosis-build sources it was compiled from, which a build's front
 //! end must share.
 
+mod audio;
 mod build_request;
 mod cast;
 mod diff;

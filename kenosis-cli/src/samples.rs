@@ -1,7 +1,7 @@
 //! The samples people have, for `quantize` and `validate`: `--images DIR --preprocess SPEC`
-//! (see [`crate::images`]) and, with the `text` feature, `--text FILE|DIR --tokenizer
-//! tokenizer.json [--max-len N]` (see `crate::text`). `.npy` folders (`--calibration`,
-//! `--data`) are read by the library itself.
+//! (see [`crate::images`]), `--audio DIR [--sample-rate HZ]` (see [`crate::audio`]) and,
+//! with the `text` feature, `--text FILE|DIR --tokenizer tokenizer.json [--max-len N]` (see
+//! `crate::text`). `.npy` folders (`--calibration`, `--data`) are read by the library itself.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,10 +16,10 @@ use crate::error::Result;
 
 /// The arguments of [`SampleArgs`] that a `.npy` folder argument conflicts with.
 #[cfg(feature = "text")]
-pub const CONFLICTS: [&str; 2] = ["images", "text"];
+pub const CONFLICTS: [&str; 3] = ["images", "audio", "text"];
 /// The arguments of [`SampleArgs`] that a `.npy` folder argument conflicts with.
 #[cfg(not(feature = "text"))]
-pub const CONFLICTS: [&str; 1] = ["images"];
+pub const CONFLICTS: [&str; 2] = ["images", "audio"];
 
 /// The arguments that turn images or text into samples.
 #[derive(Debug, clap::Args)]
@@ -39,6 +39,15 @@ pub struct SampleArgs {
     /// "bgr,mean=104:117:123". See docs/preprocess.md
     #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
     preprocess: Option<ImagePreprocess>,
+    /// A folder of WAV files as samples, for a model whose one input is raw mono audio
+    /// ([N] or [1, N], N fixed): each file mixed to mono, resampled to --sample-rate and cut
+    /// into windows of N samples (the files directly in DIR, in name order). A model that
+    /// wants spectral features: give .npy samples
+    #[arg(long, value_name = "DIR", conflicts_with = "images")]
+    audio: Option<PathBuf>,
+    /// The sample rate the model takes, for --audio
+    #[arg(long, value_name = "HZ", requires = "audio", default_value_t = crate::audio::DEFAULT_SAMPLE_RATE, value_parser = clap::value_parser!(u32).range(1..=384_000))]
+    sample_rate: u32,
     /// UTF-8 text as samples: a file, or the files directly in a folder (in name order),
     /// tokenized with --tokenizer and cut into windows of --max-len tokens, one sample
     /// each, for a model whose inputs are token ids (and an attention mask, type ids or
@@ -49,7 +58,7 @@ pub struct SampleArgs {
         long,
         value_name = "FILE|DIR",
         requires = "tokenizer",
-        conflicts_with = "images"
+        conflicts_with_all = ["images", "audio"]
     )]
     text: Option<PathBuf>,
     /// The model's `tokenizer.json` (Hugging Face tokenizers format), for --text
@@ -73,6 +82,15 @@ pub enum Source {
         /// The spec as read.
         spec: ImagePreprocess,
     },
+    /// `--audio`.
+    Audio {
+        /// The folder.
+        dir: PathBuf,
+        /// The sample rate the audio was resampled to.
+        rate: u32,
+        /// Samples per window: the model's input length.
+        window: usize,
+    },
     /// `--text`.
     #[cfg_attr(not(feature = "text"), allow(dead_code))]
     Text {
@@ -90,6 +108,7 @@ impl Source {
     pub fn kind(&self) -> &'static str {
         match self {
             Source::Images { .. } => "images",
+            Source::Audio { .. } => "audio",
             Source::Text { .. } => "text",
         }
     }
@@ -98,16 +117,23 @@ impl Source {
     pub fn path(&self) -> &Path {
         match self {
             Source::Images { dir, .. } => dir,
+            Source::Audio { dir, .. } => dir,
             Source::Text { path, .. } => path,
         }
     }
 }
 
 impl fmt::Display for Source {
-    /// `images in DIR as SPEC`, `windows of N tokens of the text in PATH (tokenizer T)`.
+    /// `images in DIR as SPEC`, `windows of N samples of the WAV files in DIR at R Hz`,
+    /// `windows of N tokens of the text in PATH (tokenizer T)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Images { dir, spec } => write!(f, "images in {} as {spec}", dir.display()),
+            Source::Audio { dir, rate, window } => write!(
+                f,
+                "windows of {window} samples of the WAV files in {} at {rate} Hz",
+                dir.display()
+            ),
             Source::Text {
                 path,
                 tokenizer,
@@ -123,12 +149,12 @@ impl fmt::Display for Source {
 }
 
 impl SampleArgs {
-    /// The samples of the images or text given, for the model at `model` with inputs
+    /// The samples of the images, audio or text given, for the model at `model` with inputs
     /// `inputs`; `None` when neither was given.
     ///
     /// # Errors
     /// [`crate::error::Error::Input`] naming the folder, file, tokenizer or model (see
-    /// [`crate::images::samples`] and `crate::text::samples`).
+    /// [`crate::images::samples`], [`crate::audio::samples`] and `crate::text::samples`).
     pub fn make(
         &self,
         model: &Path,
@@ -139,6 +165,16 @@ impl SampleArgs {
             let source = Source::Images {
                 dir: dir.clone(),
                 spec,
+            };
+            return Ok(Some((data, source)));
+        }
+        if let Some(dir) = &self.audio {
+            let rate = self.sample_rate;
+            let (data, window) = crate::audio::samples(dir, rate, model, inputs)?;
+            let source = Source::Audio {
+                dir: dir.clone(),
+                rate,
+                window,
             };
             return Ok(Some((data, source)));
         }
@@ -162,7 +198,7 @@ impl SampleArgs {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DataSource {
     /// `npy` (a folder of `.npy` files, `--data` or `--calibration`), `images`
-    /// (`--images`), `text` (`--text`) or `synthetic`.
+    /// (`--images`), `audio` (`--audio`), `text` (`--text`) or `synthetic`.
     pub kind: &'static str,
     /// The folder or file given; `null` for synthetic samples.
     pub path: Option<String>,
@@ -173,6 +209,10 @@ pub struct DataSource {
     pub tokenizer: Option<String>,
     /// With `text`, the tokens per window; `null` otherwise.
     pub max_len: Option<usize>,
+    /// With `audio`, the sample rate (Hz) the files were resampled to; `null` otherwise.
+    pub sample_rate: Option<u32>,
+    /// With `audio`, the samples per window (the model's input length); `null` otherwise.
+    pub window: Option<usize>,
     /// Synthetic image input → the value range its images span (`"[0, 255]"`), as the build
     /// report's `synthetic_image_ranges`; empty with real data.
     pub synthetic_image_ranges: BTreeMap<String, String>,
@@ -204,6 +244,14 @@ impl DataSource {
             },
             max_len: match source {
                 Some(Source::Text { max_len, .. }) => Some(*max_len),
+                _ => None,
+            },
+            sample_rate: match source {
+                Some(Source::Audio { rate, .. }) => Some(*rate),
+                _ => None,
+            },
+            window: match source {
+                Some(Source::Audio { window, .. }) => Some(*window),
                 _ => None,
             },
             synthetic_image_ranges,

@@ -1,6 +1,7 @@
 //! Evaluation helpers shared by the tests and the benchmark: the real models and images in
 //! `../shared`, ONNX Runtime sessions, and fidelity metrics (top-1 agreement, cosine).
 
+pub mod audio;
 pub mod documents;
 pub mod prose;
 
