@@ -46,21 +46,28 @@
 #![allow(clippy::needless_doctest_main)]
 
 // The modules, in layering order, each using only those before it (`cargo xtask layers`
-// checks it): what cargo gives a build script, discovery of `include_quantized!` calls, the
-// builder `build.rs` fills, the files written for a model, where the quantizer comes from
-// and how it is run, and `Config::compile`, which drives it all. The public ones are hidden
-// from the docs: the `kenosis` command and Kenosis's own tests use them, not a public API.
-mod artifact;
+// checks it), one group each so that rustfmt keeps it: what cargo gives a build script, the
+// calibration helper, discovery of `include_quantized!` calls, the builder `build.rs`
+// fills, the files written for a model, where the quantizer comes from and how it is run,
+// and `Config::compile`, which drives it all. The public ones are hidden from the docs: the
+// `kenosis` command and Kenosis's own tests use them, not a public API.
 #[doc(hidden)]
 pub mod cargo;
-mod compile;
-mod config;
-#[doc(hidden)]
-pub mod discover;
+
 #[cfg(feature = "images")]
 mod images;
+
+#[doc(hidden)]
+pub mod discover;
+
+mod config;
+
+mod artifact;
+
 #[doc(hidden)]
 pub mod quantizer;
+
+mod compile;
 
 // What both sides read, from `kenosis-request`, under the names this crate's modules use.
 use kenosis_request::{cache, error, model_files, onnx, options, request};

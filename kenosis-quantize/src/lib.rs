@@ -38,40 +38,58 @@
 // crate, each using only those before it (`cargo xtask layers` checks it), then `serve`,
 // which answers a build's request. The stages are public but hidden from the docs, for
 // Kenosis's own command, tests, benchmark and fuzz targets: not a public API, anything they
-// hold changes without notice. The public API is the items re-exported below.
-#[doc(hidden)]
-pub mod graph;
+// hold changes without notice. The public API is the items re-exported below. One group
+// each, so that rustfmt keeps this order.
+
+// Leaves.
+mod parallel;
+
 #[doc(hidden)]
 pub mod onnx;
+
 #[doc(hidden)]
-pub mod ops;
-mod parallel;
+pub mod graph;
+
 #[doc(hidden)]
 pub mod types;
+
+#[doc(hidden)]
+pub mod ops;
+
 // Last of the leaves: its reasons name nodes, tensors and element types, and wrap the
 // reasons `onnx` and `graph` give.
 #[doc(hidden)]
 pub mod error;
 
-#[doc(hidden)]
-pub mod calibrate;
-#[doc(hidden)]
-pub mod fidelity;
+// The stages.
 #[doc(hidden)]
 pub mod normalize;
+
 #[doc(hidden)]
-pub mod pipeline;
+pub mod calibrate;
+
 #[doc(hidden)]
 pub mod quantize;
+
 #[doc(hidden)]
-pub mod report;
+pub mod fidelity;
+
 #[doc(hidden)]
 pub mod speed;
+
+#[doc(hidden)]
+pub mod report;
+
+#[doc(hidden)]
+pub mod pipeline;
+
 // `kenosis cast`: decodes and reads external data as the pipeline does.
 #[doc(hidden)]
 pub mod cast;
+
 #[doc(hidden)]
 pub mod kernel_bench;
+
 #[doc(hidden)]
 pub mod serve;
 

@@ -22,16 +22,23 @@
 //! [`IDENTITY`] names the quantizer's sources: the front end accepts only a `kenosis`
 //! binary that prints the same.
 
-pub mod error;
+// The modules, in layering order (`cargo xtask layers` checks it), one group each so that
+// rustfmt keeps it: the leaves, then the stages.
 pub mod onnx;
 
-pub mod kernel_costs;
+pub mod error;
+
 pub mod kernels;
 
-pub mod cache;
+pub mod kernel_costs;
+
 pub mod model_files;
+
 pub mod options;
+
 pub mod request;
+
+pub mod cache;
 
 pub use error::{Error, OrtFailure, Result};
 pub use request::Request;
