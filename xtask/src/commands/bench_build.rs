@@ -39,6 +39,11 @@ const MAX_FIRST_BUILD_RATIO: f64 = 5.6;
 const MAX_EMPTY_CACHE_RATIO: f64 = 2.0;
 /// Clean build with a warm `KENOSIS_CACHE_DIR`, at most this times the hand-made one.
 const MAX_WARM_CACHE_RATIO: f64 = 1.3;
+/// Issue 55's targets against a typical edge application (clap, serde_json, image, thiserror,
+/// ort and ndarray) hand-made: clean build with a warm cache at most this times it...
+const MAX_APP_WARM_RATIO: f64 = 1.3;
+/// ... and with an empty cache, at most this times it.
+const MAX_APP_EMPTY_RATIO: f64 = 1.5;
 /// A no-change rebuild adds at most this many seconds to the hand-made one's.
 const MAX_REBUILD_EXTRA_S: f64 = 0.1;
 /// What the build script says when it builds the quantizer.
@@ -75,6 +80,11 @@ struct Layout {
     /// `XDG_CACHE_HOME` of the Kenosis builds: the per-user folder the quantizer is built
     /// into.
     user_cache: PathBuf,
+    /// The typical edge application, hand-made and with Kenosis (see [`app_crate`]).
+    app_handmade: PathBuf,
+    app_kenosis: PathBuf,
+    app_handmade_target: PathBuf,
+    app_kenosis_target: PathBuf,
 }
 
 impl Layout {
@@ -90,6 +100,10 @@ impl Layout {
             handmade_target: dir.join("target-handmade"),
             cache: dir.join("cache"),
             user_cache: dir.join("user-cache"),
+            app_handmade: dir.join("app-handmade"),
+            app_kenosis: dir.join("app-kenosis"),
+            app_handmade_target: dir.join("target-app-handmade"),
+            app_kenosis_target: dir.join("target-app-kenosis"),
         }
     }
 }
@@ -121,6 +135,8 @@ pub fn run(ort: &OrtEnv, out: &Path) -> Result<()> {
     timed(prepare, &dirs.kenosis)?;
     let artifact = newest_artifact(&dirs.prepare_target)?;
     handmade_crate(&root, &dirs.handmade, &artifact)?;
+    app_crate(&root, &dirs.app_handmade, App::Handmade(&artifact))?;
+    app_crate(&root, &dirs.app_kenosis, App::Kenosis)?;
 
     let text = section(&measure(ort, &dirs)?);
     crate::docs::publish(out, "build", &text)
@@ -201,6 +217,7 @@ fn measure(ort: &OrtEnv, dirs: &Layout) -> Result<Measured> {
         handmade_rebuilds.push(h);
         kenosis_rebuilds.push(k);
     }
+    let app = measure_app(ort, dirs)?;
     let load_after = load_average();
 
     Ok(Measured {
@@ -212,8 +229,58 @@ fn measure(ort: &OrtEnv, dirs: &Layout) -> Result<Measured> {
         quantize_s,
         handmade_rebuild: median(handmade_rebuilds),
         kenosis_rebuild: median(kenosis_rebuilds),
+        app,
         load: (load_before, load_after),
     })
+}
+
+/// The typical application's clean builds, in order: hand-made; Kenosis with an empty cache,
+/// then a warm one (the quantizer exists by now); hand-made again. Both binaries must agree.
+fn measure_app(ort: &OrtEnv, dirs: &Layout) -> Result<AppMeasured> {
+    eprintln!("xtask: bench-build: clean build, typical application, hand-made");
+    clean(&dirs.app_handmade_target)?;
+    let before = cargo_build(ort, &dirs.app_handmade, &dirs.app_handmade_target, None)?;
+    eprintln!("xtask: bench-build: clean build, typical application with Kenosis, empty cache");
+    clean(&dirs.app_kenosis_target)?;
+    clean(&dirs.cache)?;
+    let empty = kenosis_build(ort, dirs, &dirs.app_kenosis, &dirs.app_kenosis_target)?;
+    ensure!(
+        says_quantized(&empty.stderr) && !empty.stderr.contains(BUILDING_QUANTIZER),
+        "the application did not quantize with the existing quantizer:\n{}",
+        empty.stderr
+    );
+    eprintln!("xtask: bench-build: clean build, typical application with Kenosis, warm cache");
+    clean(&dirs.app_kenosis_target)?;
+    let warm = kenosis_build(ort, dirs, &dirs.app_kenosis, &dirs.app_kenosis_target)?;
+    ensure!(
+        !says_quantized(&warm.stderr),
+        "the application's warm-cache build quantized again:\n{}",
+        warm.stderr
+    );
+    eprintln!("xtask: bench-build: clean build, typical application, hand-made, again");
+    clean(&dirs.app_handmade_target)?;
+    let after = cargo_build(ort, &dirs.app_handmade, &dirs.app_handmade_target, None)?;
+    let expected = run_binary(ort, &dirs.app_handmade_target.join("release/app"))?;
+    let got = run_binary(ort, &dirs.app_kenosis_target.join("release/app"))?;
+    ensure!(
+        expected == got,
+        "the two applications disagree: hand-made printed {expected:?}, Kenosis {got:?}"
+    );
+    Ok(AppMeasured {
+        handmade: [before, after],
+        empty,
+        warm,
+    })
+}
+
+/// The typical application's figures.
+struct AppMeasured {
+    /// Its hand-made clean builds, before the Kenosis ones and after.
+    handmade: [Build; 2],
+    /// With Kenosis, clean, empty cache.
+    empty: Build,
+    /// With Kenosis, clean, warm cache.
+    warm: Build,
 }
 
 /// One run's figures.
@@ -229,6 +296,8 @@ struct Measured {
     /// Median wall and CPU seconds of the no-change rebuilds.
     handmade_rebuild: (f64, f64),
     kenosis_rebuild: (f64, f64),
+    /// The typical edge application, the second baseline.
+    app: AppMeasured,
     /// One-minute load average before the first timed build and after the last.
     load: (Option<f64>, Option<f64>),
 }
@@ -330,6 +399,63 @@ fn section(m: &Measured) -> String {
         verdict(extra <= MAX_REBUILD_EXTRA_S),
         m.quantize_s,
     );
+    text + &app_section(&m.app)
+}
+
+/// The second baseline's table: the typical application hand-made and with Kenosis.
+fn app_section(a: &AppMeasured) -> String {
+    let verdict = |ok: bool| if ok { "met" } else { "**missed**" };
+    let wall = a.handmade.iter().map(|b| b.seconds).sum::<f64>() / 2.0;
+    let cpu = a.handmade.iter().map(|b| b.cpu_seconds).sum::<f64>() / 2.0;
+    let row = |name: &str, b: &Build, target: String| {
+        format!(
+            "| {name} | {:.1} | {:.1} | {} | {:.2}x | {:.2}x | {target} |\n",
+            b.seconds,
+            b.cpu_seconds,
+            b.compiled,
+            b.seconds / wall,
+            b.cpu_seconds / cpu,
+        )
+    };
+    let mut text = format!(
+        "\n### Against a typical edge application\n\n\
+         The same SqueezeNet 1.0 INT8 in what an edge application compiles anyway: `clap` \
+         with derive, `serde` with `serde_json`, `image` (JPEG), `thiserror`, `ort` and \
+         `ndarray`; it reads a JPEG, classifies it and prints JSON. Hand-made \
+         (`include_bytes!` of the artifact) and with Kenosis (`include_quantized!`, \
+         `discover()`, the quantizer already on the machine), clean release builds; the \
+         ratios are against the mean of the hand-made builds before and after \
+         ({wall:.1} s wall, {cpu:.1} s CPU).\n\n\
+         | build | wall s | CPU s | packages compiled | wall vs hand-made | CPU vs hand-made | \
+         target (wall) |\n\
+         |---|---:|---:|---:|---:|---:|---|\n"
+    );
+    text += &row(
+        "application, hand-made (before)",
+        &a.handmade[0],
+        String::new(),
+    );
+    text += &row(
+        "application, hand-made (after)",
+        &a.handmade[1],
+        String::new(),
+    );
+    text += &row(
+        "application with Kenosis, empty `KENOSIS_CACHE_DIR`",
+        &a.empty,
+        format!(
+            "≤ {MAX_APP_EMPTY_RATIO}x: {}",
+            verdict(a.empty.seconds / wall <= MAX_APP_EMPTY_RATIO)
+        ),
+    );
+    text += &row(
+        "application with Kenosis, warm `KENOSIS_CACHE_DIR`",
+        &a.warm,
+        format!(
+            "≤ {MAX_APP_WARM_RATIO}x: {}",
+            verdict(a.warm.seconds / wall <= MAX_APP_WARM_RATIO)
+        ),
+    );
     text
 }
 
@@ -367,6 +493,117 @@ fn kenosis_crate(root: &Path, dir: &Path, name: &str, model: &str) -> Result<()>
     write_crate(root, dir, &manifest, Some(build_rs), &main_rs)?;
     std::fs::copy(root.join(model), dir.join("models").join(&file))
         .with_context(|| format!("copying {model} (run `cargo xtask test` to fetch it)"))?;
+    Ok(())
+}
+
+/// How the typical application gets its model.
+enum App<'a> {
+    /// `include_bytes!` of this artifact, run with `ort`.
+    Handmade(&'a Path),
+    /// `include_quantized!` of SqueezeNet 1.0, quantized by `discover()` in `build.rs`.
+    Kenosis,
+}
+
+/// Writes the typical edge application into `dir`: a `clap` command that reads a JPEG with
+/// `image` (a gray image without one), classifies it with SqueezeNet 1.0 INT8 and prints the
+/// class as JSON with `serde_json`, its errors a `thiserror` enum. The dependencies are the
+/// workspace's lines (its `Cargo.lock` pins them all), so it builds offline.
+fn app_crate(root: &Path, dir: &Path, app: App<'_>) -> Result<()> {
+    let toml = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let line = |name: &str| {
+        toml.lines()
+            .find(|l| l.starts_with(&format!("{name} = ")))
+            .map(str::to_owned)
+            .with_context(|| format!("no `{name} = ` line in the workspace's Cargo.toml"))
+    };
+    let common = [
+        "clap = { version = \"4.6\", features = [\"derive\"] }".to_owned(),
+        line("serde")?,
+        line("serde_json")?,
+        line("image")?,
+        line("thiserror")?,
+        line("ndarray")?,
+    ]
+    .join("\n");
+    let (deps, build_rs, model_code) = match app {
+        App::Handmade(_) => (
+            line("ort")?,
+            None,
+            "static MODEL: &[u8] = include_bytes!(\"../models/squeezenet1.0.int8.onnx\");\n\n\
+             fn classify(x: ndarray::Array4<f32>) -> ort::Result<Vec<f32>> {\n    \
+             let environment = ort::init().with_name(\"app\").build()?;\n    \
+             let mut session =\n        \
+             ort::session::Session::builder(&environment)?.commit_from_memory(MODEL)?;\n    \
+             let outputs = session.run(ort::inputs![ort::value::Tensor::from_array(x)?])?;\n    \
+             Ok(outputs[0].try_extract_array::<f32>()?.iter().copied().collect())\n}\n",
+        ),
+        App::Kenosis => (
+            format!(
+                "kenosis-runtime = {{ path = {:?}, default-features = false }}\n\n\
+                 [build-dependencies]\n\
+                 kenosis-build = {{ path = {:?}, default-features = false }}",
+                root.join("kenosis-runtime").display().to_string(),
+                root.join("kenosis-build").display().to_string(),
+            ),
+            Some(
+                "fn main() {\n    \
+                 kenosis_build::discover().expect(\"kenosis: quantization failed\");\n}\n",
+            ),
+            "kenosis_runtime::include_quantized!(struct Net = \"models/squeezenet1.0.onnx\");\n\n\
+             fn classify(x: ndarray::Array4<f32>) -> Result<Vec<f32>, kenosis_runtime::Error> {\n    \
+             Ok(Net.run(x.view())?.iter().copied().collect())\n}\n",
+        ),
+    };
+    let manifest = format!(
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[workspace]\n\n[dependencies]\n{common}\n{deps}\n"
+    );
+    let main_rs = format!(
+        "use clap::Parser;\n\n\
+         /// Classifies a photograph with SqueezeNet 1.0 and prints the class as JSON\n\
+         #[derive(Parser)]\n\
+         struct Args {{\n    \
+         /// A JPEG (none: a gray image)\n    \
+         image: Option<std::path::PathBuf>,\n}}\n\n\
+         #[derive(Debug, thiserror::Error)]\n\
+         enum AppError {{\n    \
+         #[error(\"reading the image: {{0}}\")]\n    \
+         Image(#[from] image::ImageError),\n    \
+         #[error(\"running the model: {{0}}\")]\n    \
+         Model(String),\n}}\n\n\
+         #[derive(serde::Serialize)]\n\
+         struct Answer {{\n    \
+         class: Option<usize>,\n}}\n\n\
+         {model_code}\n\
+         /// BGR, 0-255 minus the channel means, `[1, 3, 224, 224]`.\n\
+         fn pixels(args: &Args) -> Result<ndarray::Array4<f32>, AppError> {{\n    \
+         let mut x = ndarray::Array4::<f32>::zeros((1, 3, 224, 224));\n    \
+         if let Some(path) = &args.image {{\n        \
+         let rgb = image::open(path)?.to_rgb8();\n        \
+         let rgb = image::imageops::resize(&rgb, 224, 224, image::imageops::FilterType::Triangle);\n        \
+         for (px, py, p) in rgb.enumerate_pixels() {{\n            \
+         for c in 0..3 {{\n                \
+         x[[0, c, py as usize, px as usize]] = f32::from(p[2 - c]) - [104.0, 117.0, 123.0][c];\n            \
+         }}\n        }}\n    }}\n    \
+         Ok(x)\n}}\n\n\
+         fn main() -> Result<(), AppError> {{\n    \
+         let args = Args::parse();\n    \
+         let scores = classify(pixels(&args)?).map_err(|e| AppError::Model(e.to_string()))?;\n    \
+         let class = scores.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(c, _)| c);\n    \
+         let json = serde_json::to_string(&Answer {{ class }}).map_err(|e| AppError::Model(e.to_string()))?;\n    \
+         println!(\"{{json}}\");\n    \
+         Ok(())\n}}\n"
+    );
+    write_crate(root, dir, &manifest, build_rs, &main_rs)?;
+    match app {
+        App::Handmade(artifact) => {
+            std::fs::copy(artifact, dir.join("models/squeezenet1.0.int8.onnx"))?;
+        }
+        App::Kenosis => {
+            std::fs::copy(root.join(MODEL), dir.join("models/squeezenet1.0.onnx"))
+                .with_context(|| format!("copying {MODEL}"))?;
+        }
+    }
     Ok(())
 }
 
@@ -595,7 +832,48 @@ fn load_average() -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::quantize_seconds;
+    use super::{app_crate, quantize_seconds, App, MODEL};
+
+    /// Both variants of the typical application are Rust that parses, with the five
+    /// libraries in their manifest and the model where their code looks for it.
+    #[test]
+    fn the_typical_application_is_written_whole() {
+        let root = crate::workspace_root();
+        if !root.join(MODEL).exists() {
+            eprintln!("skipped: {MODEL} is absent");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let artifact = dir.path().join("m.int8.onnx");
+        std::fs::write(&artifact, b"bytes").unwrap();
+        for (name, app, model) in [
+            (
+                "handmade",
+                App::Handmade(&artifact),
+                "squeezenet1.0.int8.onnx",
+            ),
+            ("kenosis", App::Kenosis, "squeezenet1.0.onnx"),
+        ] {
+            let krate = dir.path().join(name);
+            app_crate(&root, &krate, app).unwrap();
+            let main = std::fs::read_to_string(krate.join("src/main.rs")).unwrap();
+            syn::parse_file(&main).unwrap_or_else(|e| panic!("{name}: {e}\n{main}"));
+            assert!(main.contains(&format!("models/{model}")), "{main}");
+            assert!(krate.join("models").join(model).is_file(), "{name}");
+            let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+            for library in [
+                "clap",
+                "serde",
+                "serde_json",
+                "image",
+                "thiserror",
+                "ndarray",
+            ] {
+                assert!(manifest.contains(&format!("\n{library} = ")), "{manifest}");
+            }
+            assert_eq!(krate.join("build.rs").exists(), name == "kenosis");
+        }
+    }
 
     #[test]
     fn the_quantization_time_is_read_off_the_summary_line() {
