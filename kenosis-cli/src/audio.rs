@@ -125,26 +125,7 @@ fn fit_input(model: &Path, inputs: &[InputSpec]) -> Result<Vec<usize>> {
 
 /// The WAV files directly in `dir`, sorted.
 fn wav_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let bad = |reason: String| Error::Input {
-        path: dir.to_owned(),
-        reason,
-    };
-    let entries = std::fs::read_dir(dir).map_err(|e| bad(e.to_string()))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| bad(e.to_string()))?.path();
-        let is_wav = path
-            .extension()
-            .is_some_and(|x| (WAV_EXTENSIONS.iter()).any(|known| x.eq_ignore_ascii_case(known)));
-        if is_wav && path.is_file() {
-            files.push(path);
-        }
-    }
-    if files.is_empty() {
-        return Err(bad("no WAV files (.wav) in this folder".into()));
-    }
-    files.sort();
-    Ok(files)
+    crate::samples::files_in(dir, WAV_EXTENSIONS, "no WAV files (.wav) in this folder")
 }
 
 /// The audio of the WAV file at `path` as mono samples in `[-1, 1)` at `rate` Hz.

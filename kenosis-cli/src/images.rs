@@ -157,29 +157,11 @@ fn describe(dims: &[Option<i64>]) -> String {
 
 /// The image files directly in `dir` (by `kenosis_build::IMAGE_EXTENSIONS`), sorted.
 fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let bad = |reason: String| Error::Input {
-        path: dir.to_owned(),
-        reason,
-    };
-    let entries = std::fs::read_dir(dir).map_err(|e| bad(e.to_string()))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| bad(e.to_string()))?.path();
-        let is_image = path.extension().is_some_and(|x| {
-            (kenosis_build::IMAGE_EXTENSIONS.iter()).any(|known| x.eq_ignore_ascii_case(known))
-        });
-        if is_image && path.is_file() {
-            files.push(path);
-        }
-    }
-    if files.is_empty() {
-        return Err(bad(format!(
-            "no images (files ending in .{}) in this folder",
-            kenosis_build::IMAGE_EXTENSIONS.join(", .")
-        )));
-    }
-    files.sort();
-    Ok(files)
+    let none = format!(
+        "no images (files ending in .{}) in this folder",
+        kenosis_build::IMAGE_EXTENSIONS.join(", .")
+    );
+    crate::samples::files_in(dir, kenosis_build::IMAGE_EXTENSIONS, &none)
 }
 
 /// `--preprocess`'s value parsed (for clap).

@@ -258,3 +258,31 @@ impl DataSource {
         }
     }
 }
+
+/// The files directly in `dir` whose extension is one of `extensions` (compared
+/// case-insensitively), sorted.
+///
+/// # Errors
+/// [`crate::error::Error::Input`] naming `dir` when it cannot be listed, or with `none` when
+/// it holds no such file.
+pub fn files_in(dir: &Path, extensions: &[&str], none: &str) -> Result<Vec<PathBuf>> {
+    let bad = |reason: String| crate::error::Error::Input {
+        path: dir.to_owned(),
+        reason,
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| bad(e.to_string()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| bad(e.to_string()))?.path();
+        let wanted = (path.extension())
+            .is_some_and(|x| extensions.iter().any(|known| x.eq_ignore_ascii_case(known)));
+        if wanted && path.is_file() {
+            files.push(path);
+        }
+    }
+    if files.is_empty() {
+        return Err(bad(none.to_owned()));
+    }
+    files.sort();
+    Ok(files)
+}

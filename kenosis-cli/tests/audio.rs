@@ -5,39 +5,13 @@
 //! same windows, which must give the same figures.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use kenosis_eval::audio::{audio_scorer, WINDOW};
 use serde_json::Value;
 
-fn kenosis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(args)
-        .output()
-        .expect("kenosis runs")
-}
+mod support;
 
-/// stdout of a run that must succeed, as JSON.
-fn json(args: &[&str]) -> Value {
-    let out = kenosis(args);
-    assert!(
-        out.status.success(),
-        "kenosis {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
-
-/// stderr of a run that must fail.
-fn fails(args: &[&str]) -> String {
-    let out = kenosis(args);
-    assert!(!out.status.success(), "kenosis {args:?} succeeded");
-    String::from_utf8(out.stderr).expect("UTF-8")
-}
-
-fn arg(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
-}
+use support::*;
 
 fn workspace_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel)

@@ -3,36 +3,15 @@
 //! images, validate, diff, cast, and bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
 use kenosis_quantize::onnx::{self, tensor, tensor_proto::DataType, ModelProto, TensorProto};
 use prost::Message;
 
-fn kenosis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(args)
-        .output()
-        .expect("kenosis runs")
-}
+mod support;
 
-/// stdout of a run that must succeed.
-fn ok(args: &[&str]) -> String {
-    let out = kenosis(args);
-    assert!(
-        out.status.success(),
-        "kenosis {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
-
-/// stderr of a run that must fail.
-fn fails(args: &[&str]) -> String {
-    let out = kenosis(args);
-    assert!(!out.status.success(), "kenosis {args:?} succeeded");
-    String::from_utf8(out.stderr).expect("UTF-8")
-}
+use support::*;
 
 /// The first number after `label` in `text`.
 fn number_after(text: &str, label: &str) -> f64 {

@@ -4,52 +4,21 @@
 //! with the `.npy` path on the same images.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
 use kenosis_quantize::onnx::ModelProto;
 use prost::Message;
 use serde_json::Value;
 
+mod support;
+
+use support::*;
+
 /// SqueezeNet 1.0 (Caffe): BGR, 0-255 minus the BGR channel means.
 const SQUEEZENET: &str = "bgr,nchw,224x224,stretch,mean=104:117:123";
 /// EfficientNet-Lite0: RGB, (x - 127) / 128, in 0-255 units.
 const EFFICIENTNET: &str = "rgb,nchw,224x224,mean=127,std=128";
-
-fn kenosis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(args)
-        .output()
-        .expect("kenosis runs")
-}
-
-/// stdout of a run that must succeed.
-fn ok(args: &[&str]) -> String {
-    let out = kenosis(args);
-    assert!(
-        out.status.success(),
-        "kenosis {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
-
-/// stdout of a run that must succeed, as JSON.
-fn json(args: &[&str]) -> Value {
-    let text = ok(args);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("kenosis {args:?}: {e}:\n{text}"))
-}
-
-/// stderr of a run that must fail.
-fn fails(args: &[&str]) -> String {
-    let out = kenosis(args);
-    assert!(!out.status.success(), "kenosis {args:?} succeeded");
-    String::from_utf8(out.stderr).expect("UTF-8")
-}
-
-fn arg(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
-}
 
 fn decode(path: &Path) -> ModelProto {
     ModelProto::decode(std::fs::read(path).expect("model").as_slice()).expect("decodes")

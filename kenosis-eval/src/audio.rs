@@ -2,9 +2,9 @@
 //! keyword spotters exported from PyTorch do, for the tests of Kenosis on audio (the
 //! quantizer's default floor, the `kenosis` command's `--audio`).
 
-use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
-use prost::Message;
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto};
 
+use crate::graph::{model, node, node_with};
 use crate::Uniform;
 
 /// Samples per audio window: 32 frames of 256 (16 ms each at 16 kHz).
@@ -12,26 +12,6 @@ pub const WINDOW: usize = 32 * FRAME;
 pub const FRAME: usize = 256;
 /// DFT bins of a 256-sample frame.
 pub const BINS: usize = FRAME / 2 + 1;
-
-fn node(graph: &mut GraphProto, op: &str, inputs: &[&str], output: &str) {
-    node_with(graph, op, inputs, output, vec![]);
-}
-
-fn node_with(
-    graph: &mut GraphProto,
-    op: &str,
-    inputs: &[&str],
-    output: &str,
-    attrs: Vec<onnx::AttributeProto>,
-) {
-    graph.node.push(onnx::make_node(
-        op,
-        output.to_owned(),
-        inputs.iter().map(|s| (*s).to_owned()).collect(),
-        vec![output.to_owned()],
-        attrs,
-    ));
-}
 
 /// Raw audio `[1, WINDOW]` → frames → |DFT|² by MatMul with cosine and sine bases and `Pow`
 /// → `Log(power + 1e-6)` → a per-frame dense layer with ReLU → mean over frames → three
@@ -93,14 +73,5 @@ pub fn audio_scorer() -> Vec<u8> {
         Some(&[1, WINDOW as i64]),
     )];
     g.output = vec![onnx::tensor_info("scores", onnx::DataType::Float, None)];
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: None,
-            version: Some(13),
-        }],
-        graph: Some(g),
-        ..Default::default()
-    }
-    .encode_to_vec()
+    model(g)
 }

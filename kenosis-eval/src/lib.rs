@@ -3,6 +3,7 @@
 
 pub mod audio;
 pub mod documents;
+pub mod graph;
 pub mod prose;
 
 use std::path::{Path, PathBuf};

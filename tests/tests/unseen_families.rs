@@ -15,46 +15,13 @@
 use std::path::Path;
 
 use kenosis_eval::audio::{audio_scorer, WINDOW};
+use kenosis_eval::graph::{model, node, node_with};
 use kenosis_eval::*;
 use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
-use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, ModelProto, OperatorSetIdProto};
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto};
 use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use ndarray::{ArrayD, IxDyn};
 use ort::session::builder::GraphOptimizationLevel;
-use prost::Message;
-
-fn node(graph: &mut GraphProto, op: &str, inputs: &[&str], output: &str) {
-    node_with(graph, op, inputs, output, vec![]);
-}
-
-fn node_with(
-    graph: &mut GraphProto,
-    op: &str,
-    inputs: &[&str],
-    output: &str,
-    attrs: Vec<onnx::AttributeProto>,
-) {
-    graph.node.push(onnx::make_node(
-        op,
-        output.to_owned(),
-        inputs.iter().map(|s| (*s).to_owned()).collect(),
-        vec![output.to_owned()],
-        attrs,
-    ));
-}
-
-fn model(graph: GraphProto) -> Vec<u8> {
-    ModelProto {
-        ir_version: Some(8),
-        opset_import: vec![OperatorSetIdProto {
-            domain: None,
-            version: Some(13),
-        }],
-        graph: Some(graph),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
 
 /// Windows of [`WINDOW`] samples of the committed speech, scaled to [-1, 1), hopping half
 /// a window.
