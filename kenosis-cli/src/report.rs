@@ -278,7 +278,10 @@ mod tests {
         };
         let text = super::describe(&entry, &report);
         assert!(
-            text.contains("kenosis: kept models/m.onnx in FP32: INT8 ran at 0.50x"),
+            text.contains(
+                "kenosis: kept models/m.onnx in FP32: INT8 against FP32 on this machine: 0.50x \
+                 at 1 thread"
+            ),
             "{text}"
         );
         assert!(text.contains("shipped as FP32 (4.80 MB)"), "{text}");

@@ -102,8 +102,12 @@ pub struct SpeedReport {
 }
 
 impl SpeedReport {
-    /// `"1.03x (0.98-1.07) at 1 thread, 0.97x (0.95-0.99) at 2 threads"`.
+    /// `"1.03x (0.98-1.07) at 1 thread, 0.97x (0.95-0.99) at 2 threads"`; `"0.50x at 1
+    /// thread"` for a report written before the timings were kept (one thread, no band).
     pub fn describe(&self) -> String {
+        if self.timings.is_empty() {
+            return format!("{:.2}x at 1 thread", self.speedup);
+        }
         let timings: Vec<String> = self.timings.iter().map(Timing::describe).collect();
         timings.join(", ")
     }
