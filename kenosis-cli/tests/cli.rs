@@ -3,7 +3,6 @@
 //! images, validate, diff, cast, and bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
 use kenosis_quantize::onnx::{self, tensor, tensor_proto::DataType, ModelProto, TensorProto};
@@ -201,37 +200,8 @@ fn bad_input_fails_naming_the_file_or_option_and_writes_nothing() {
 #[test]
 fn report_describes_what_the_last_build_quantized() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let krate = dir.path().join("reported");
-    std::fs::create_dir_all(krate.join("src")).expect("mkdir");
-    std::fs::create_dir_all(krate.join("models")).expect("mkdir");
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"reported\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .expect("write");
-    std::fs::write(krate.join("src/lib.rs"), "").expect("write");
-    let tiny = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/tiny/tiny_conv.onnx"
-    );
-    std::fs::copy(tiny, krate.join("models/tiny.onnx")).expect("copy");
-    let target = dir.path().join("target");
-    let out_dir = target.join("debug/build/reported-0123456789abcdef/out");
-    kenosis_build::Config::new()
-        .manifest_dir(&krate)
-        .out_dir(&out_dir)
-        .cache_dir(dir.path().join("cache"))
-        .target("x86_64-unknown-linux-gnu")
-        .fp32_where_faster(false)
-        .model("models/tiny.onnx")
-        .compile()
-        .expect("builds");
-    let out = Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(["report", "--manifest-path"])
-        .arg(krate.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("kenosis runs");
+    let reported = Reported::build(dir.path());
+    let out = reported.report(&[], &reported.target);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -244,7 +214,7 @@ fn report_describes_what_the_last_build_quantized() {
         "{text}"
     );
     assert!(text.contains("INT8: 1 Conv"), "{text}");
-    let artifact = std::fs::read_dir(out_dir.join("kenosis"))
+    let artifact = std::fs::read_dir(reported.out_dir.join("kenosis"))
         .expect("artifacts")
         .flatten()
         .map(|e| e.path())
@@ -256,12 +226,7 @@ fn report_describes_what_the_last_build_quantized() {
     );
 
     // Nothing built yet in another target folder: a clear error, not an empty report.
-    let out = Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(["report", "--manifest-path"])
-        .arg(krate.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", dir.path().join("empty"))
-        .output()
-        .expect("kenosis runs");
+    let out = reported.report(&[], &dir.path().join("empty"));
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run `cargo build` first"));
 }

@@ -4,7 +4,6 @@
 //! with the `.npy` path on the same images.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use kenosis_eval::{imagenet_files, load_batch, shared_dir, Preprocess};
 use kenosis_quantize::onnx::ModelProto;
@@ -469,37 +468,8 @@ fn bad_image_input_fails_naming_what_is_wrong() {
 #[test]
 fn report_prints_the_manifest_and_each_report_as_json() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let krate = dir.path().join("reported");
-    std::fs::create_dir_all(krate.join("src")).expect("mkdir");
-    std::fs::create_dir_all(krate.join("models")).expect("mkdir");
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"reported\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
-    .expect("write");
-    std::fs::write(krate.join("src/lib.rs"), "").expect("write");
-    let tiny = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/tiny/tiny_conv.onnx"
-    );
-    std::fs::copy(tiny, krate.join("models/tiny.onnx")).expect("copy");
-    let target = dir.path().join("target");
-    let out_dir = target.join("debug/build/reported-0123456789abcdef/out");
-    kenosis_build::Config::new()
-        .manifest_dir(&krate)
-        .out_dir(&out_dir)
-        .cache_dir(dir.path().join("cache"))
-        .target("x86_64-unknown-linux-gnu")
-        .fp32_where_faster(false)
-        .model("models/tiny.onnx")
-        .compile()
-        .expect("builds");
-    let out = Command::new(env!("CARGO_BIN_EXE_kenosis"))
-        .args(["report", "--format", "json", "--manifest-path"])
-        .arg(krate.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .expect("kenosis runs");
+    let reported = Reported::build(dir.path());
+    let out = reported.report(&["--format", "json"], &reported.target);
     assert!(
         out.status.success(),
         "{}",
