@@ -193,13 +193,11 @@ fn measure(ort: &OrtEnv, dirs: &Layout) -> Result<Measured> {
     clean(&dirs.handmade_target)?;
     let handmade_after = cargo_build(ort, &dirs.handmade, &dirs.handmade_target, None)?;
 
-    // Both binaries run the same INT8 model on the same input: same answer.
-    let expected = run_binary(ort, &dirs.handmade_target.join("release/handmade"))?;
-    let got = run_binary(ort, &dirs.kenosis_target.join("release/kenosis"))?;
-    ensure!(
-        expected == got,
-        "the two binaries disagree: hand-made printed {expected:?}, Kenosis {got:?}"
-    );
+    same_answer(
+        ort,
+        &dirs.handmade_target.join("release/handmade"),
+        &dirs.kenosis_target.join("release/kenosis"),
+    )?;
 
     eprintln!("xtask: bench-build: {REBUILDS} no-change rebuilds each");
     let mut handmade_rebuilds = Vec::with_capacity(REBUILDS);
@@ -260,12 +258,11 @@ fn measure_app(ort: &OrtEnv, dirs: &Layout) -> Result<AppMeasured> {
     eprintln!("xtask: bench-build: clean build, typical application, hand-made, again");
     clean(&dirs.app_handmade_target)?;
     let after = cargo_build(ort, &dirs.app_handmade, &dirs.app_handmade_target, None)?;
-    let expected = run_binary(ort, &dirs.app_handmade_target.join("release/app"))?;
-    let got = run_binary(ort, &dirs.app_kenosis_target.join("release/app"))?;
-    ensure!(
-        expected == got,
-        "the two applications disagree: hand-made printed {expected:?}, Kenosis {got:?}"
-    );
+    same_answer(
+        ort,
+        &dirs.app_handmade_target.join("release/app"),
+        &dirs.app_kenosis_target.join("release/app"),
+    )?;
     Ok(AppMeasured {
         handmade: [before, after],
         empty,
@@ -777,6 +774,19 @@ fn newest_artifact(target_dir: &Path) -> Result<PathBuf> {
     newest
         .map(|(_, path)| path)
         .with_context(|| format!("no *.int8.onnx under {}", build.display()))
+}
+
+/// Runs the hand-made binary and the Kenosis one, which run the same INT8 model on the same
+/// input, and checks that they print the same answer.
+fn same_answer(ort: &OrtEnv, handmade: &Path, kenosis: &Path) -> Result<()> {
+    let (expected, got) = (run_binary(ort, handmade)?, run_binary(ort, kenosis)?);
+    ensure!(
+        expected == got,
+        "{} and {} disagree: hand-made printed {expected:?}, Kenosis {got:?}",
+        handmade.display(),
+        kenosis.display()
+    );
+    Ok(())
 }
 
 /// Runs `binary` and returns what it printed.
