@@ -9,8 +9,8 @@ use crate::artifact::{write_entry, ArtifactFiles};
 use crate::config::{CacheSecret, Config, ModelConfig};
 use crate::error::{Error, Result};
 use crate::options::QuantizeOptions;
-use crate::request::{self, ReportHead, Request};
-use crate::{cache, cargo, discover, model_files, onnx, quantizer};
+use crate::request::{self, CalibrationSource, ReportHead, Request};
+use crate::{cache, calibration, cargo, discover, model_files, onnx, quantizer};
 
 impl Config {
     /// Quantizes every registered model (or takes it from the cache), copies the artifacts
@@ -124,17 +124,24 @@ impl Config {
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
         for model in &models {
-            let mut calib = model
-                .calibration_npy_dir
-                .clone()
-                .or(self.default_calibration.clone());
+            let mut calib = (model.calibration_npy_dir.clone())
+                .or(self.default_calibration.clone())
+                .map(|dir| CalibrationSource::Npy { dir });
             let mut model_options = options.clone();
             if let Some(call) = &model.call {
                 let mut layers = self.options.clone();
                 layers.merge(&call.options);
                 model_options = resolve(&layers);
-                if let Some(dir) = &call.options.calibration {
-                    calib = Some(expand_out_dir(dir, &out_dir));
+                let named = calibration::from_call(&call.options, &out_dir).map_err(|e| {
+                    Error::CallSite {
+                        file: call.file.clone(),
+                        line: call.line,
+                        model: call.model.clone(),
+                        source: Box::new(e),
+                    }
+                })?;
+                if named.is_some() {
+                    calib = named;
                 }
             }
             let build = Build {
@@ -192,7 +199,7 @@ struct Build<'a> {
 fn compile_one(
     build: &Build<'_>,
     model: &ModelConfig,
-    calib: Option<&PathBuf>,
+    calib: Option<&CalibrationSource>,
     options: &QuantizeOptions,
 ) -> Result<(ModelEntry, Vec<String>)> {
     let Build {
@@ -230,23 +237,9 @@ fn compile_one(
         cargo::rerun_if_changed(&file)?;
         key.add_file(&file)?;
     }
-    let calibration = match calib {
-        Some(dir) => {
-            let dir = manifest_dir.join(dir);
-            let dir = dir.canonicalize().unwrap_or(dir);
-            cargo::rerun_if_changed(&dir)?;
-            // Exactly the files calibration will read (see `npy_files`), with their
-            // names: pairing across inputs goes by name.
-            let files = model_files::npy_files(&dir, &outline.input_names())?;
-            for file in files.iter().flatten() {
-                let rel = file.strip_prefix(&dir).unwrap_or(file);
-                key.add(rel.to_string_lossy().as_bytes());
-                key.add_file(file)?;
-            }
-            Some(dir)
-        }
-        None => None,
-    };
+    let calibration = calib
+        .map(|source| calibration::hash_into(&mut key, source, manifest_dir, &outline))
+        .transpose()?;
     let key = key.finish();
     if cargo::env(DOCS_RS_ENV).is_some() {
         let threads = options.intra_threads;
@@ -385,15 +378,6 @@ fn unmatched_everywhere<'a>(names: &'a [String], per_model: &[Vec<String>]) -> V
         .filter(|n| !per_model.is_empty() && per_model.iter().all(|u| u.contains(n)))
         .map(String::as_str)
         .collect()
-}
-
-/// A call-site calibration folder: a leading `$OUT_DIR` is the build script's `OUT_DIR`;
-/// other paths stay relative to the crate root.
-fn expand_out_dir(dir: &str, out_dir: &Path) -> PathBuf {
-    match dir.strip_prefix(kenosis_options::OUT_DIR_PREFIX) {
-        Some(rest) => out_dir.join(rest.trim_start_matches('/')),
-        None => PathBuf::from(dir),
-    }
 }
 
 /// The bytes of the model file at `path`, which must be a regular file (symlinks followed):

@@ -4,17 +4,13 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fmt::Display;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ndarray::{Array, Dimension};
 
 use crate::error::{Error, Result};
 
-/// File extensions (compared case-insensitively) that [`calibration_images`] reads as images.
-pub const IMAGE_EXTENSIONS: &[&str] = &[
-    "jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "pnm", "ppm", "pgm", "qoi", "avif",
-    "tga",
-];
+pub use kenosis_request::model_files::IMAGE_EXTENSIONS;
 
 /// Writes one calibration sample per image of `images` into `out`, as
 /// [`Config::calibration_npy_dir`](crate::Config::calibration_npy_dir) and a call site's
@@ -79,16 +75,7 @@ where
 {
     let (images, out) = (images.as_ref(), out.as_ref());
     crate::cargo::rerun_if_changed(images)?;
-    let files = image_files(images)?;
-    if files.is_empty() {
-        return Err(Error::Calibration {
-            path: images.to_owned(),
-            reason: format!(
-                "no images (files ending in .{}) in this folder",
-                IMAGE_EXTENSIONS.join(", .")
-            ),
-        });
-    }
+    let files = kenosis_request::model_files::image_files(images)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
 
     let mut wanted = BTreeSet::new();
@@ -143,108 +130,14 @@ where
 pub fn image_preprocessor(
     spec: &kenosis_options::preprocess::ImagePreprocess,
     size: kenosis_options::preprocess::Size,
-) -> impl FnMut(&[u8]) -> std::result::Result<ndarray::Array3<f32>, image::ImageError> {
+) -> impl FnMut(&[u8]) -> std::result::Result<ndarray::Array3<f32>, kenosis_request::images::ImageError>
+{
     let spec = spec.clone();
     move |bytes| preprocess_image(bytes, &spec, size)
 }
 
-/// One image file's bytes as a model input of `size`, preprocessed as `spec` says (see
-/// `kenosis_options::preprocess` for the arithmetic): f32, shaped `[3, height, width]` for
-/// `nchw` and `[height, width, 3]` for `nhwc`, without a batch dimension.
-///
-/// The image is decoded to 8-bit RGB (an alpha channel is dropped, gray is repeated in
-/// the three channels), resized with a bilinear filter (not at all when it already has
-/// the size it is resized to), cropped or letterboxed as `spec.resize` says, then each
-/// value normalized in the model's channel order.
-///
-/// # Errors
-/// [`image::ImageError`] when the bytes are not an image in a format this build decodes
-/// (JPEG), or decoding fails.
 #[cfg(feature = "image-preprocess")]
-pub fn preprocess_image(
-    bytes: &[u8],
-    spec: &kenosis_options::preprocess::ImagePreprocess,
-    size: kenosis_options::preprocess::Size,
-) -> std::result::Result<ndarray::Array3<f32>, image::ImageError> {
-    use kenosis_options::preprocess::Layout;
-
-    let rgb = image::load_from_memory(bytes)?.to_rgb8();
-    let fitted = fit(&rgb, spec.resize, size);
-    let (w, h) = (size.width as usize, size.height as usize);
-    let shape = match spec.layout {
-        Layout::Nchw => (3, h, w),
-        Layout::Nhwc => (h, w, 3),
-    };
-    let mut out = ndarray::Array3::<f32>::zeros(shape);
-    for (x, y, p) in fitted.enumerate_pixels() {
-        let (x, y) = (x as usize, y as usize);
-        for c in 0..3 {
-            let v = spec.normalize(c, p[spec.rgb_index(c)]);
-            match spec.layout {
-                Layout::Nchw => out[[c, y, x]] = v,
-                Layout::Nhwc => out[[y, x, c]] = v,
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `img` brought to `size` by `resize`.
-#[cfg(feature = "image-preprocess")]
-fn fit(
-    img: &image::RgbImage,
-    resize: kenosis_options::preprocess::Resize,
-    size: kenosis_options::preprocess::Size,
-) -> image::RgbImage {
-    use kenosis_options::preprocess::Resize;
-
-    let (w0, h0) = (f64::from(img.width()), f64::from(img.height()));
-    let (w, h) = (size.width, size.height);
-    let scaled = |s: f64, of: f64, low: u32, high: u32| -> u32 {
-        ((of * s).round() as u32).clamp(low, high)
-    };
-    match resize {
-        Resize::Stretch => resized(img, w, h),
-        Resize::Crop { fraction } => {
-            // The centre region that scaling by `s` would bring to `w` x `h`, cut from the
-            // image first and then resized (the same pixels as resizing then cutting, without
-            // resizing a very long image whole).
-            let s = (f64::from(w) / w0).max(f64::from(h) / h0) / f64::from(fraction);
-            let (cw, ch) = (
-                scaled(1.0 / s, f64::from(w), 1, img.width()),
-                scaled(1.0 / s, f64::from(h), 1, img.height()),
-            );
-            let (x, y) = ((img.width() - cw) / 2, (img.height() - ch) / 2);
-            resized(
-                &image::imageops::crop_imm(img, x, y, cw, ch).to_image(),
-                w,
-                h,
-            )
-        }
-        Resize::Letterbox { pad, top_left } => {
-            let s = (f64::from(w) / w0).min(f64::from(h) / h0);
-            let (rw, rh) = (scaled(s, w0, 1, w), scaled(s, h0, 1, h));
-            let r = resized(img, rw, rh);
-            let mut canvas = image::RgbImage::from_pixel(w, h, image::Rgb([pad; 3]));
-            let (x, y) = if top_left {
-                (0, 0)
-            } else {
-                ((w - rw) / 2, (h - rh) / 2)
-            };
-            image::imageops::overlay(&mut canvas, &r, i64::from(x), i64::from(y));
-            canvas
-        }
-    }
-}
-
-/// `img` at `w` x `h` (bilinear), or a copy when it has that size.
-#[cfg(feature = "image-preprocess")]
-fn resized(img: &image::RgbImage, w: u32, h: u32) -> image::RgbImage {
-    if img.dimensions() == (w, h) {
-        return img.clone();
-    }
-    image::imageops::resize(img, w, h, image::imageops::FilterType::Triangle)
-}
+pub use kenosis_request::images::preprocess_image;
 
 /// `tensor` as an `.npy` file (format version 1.0: little-endian float32, C order), laid
 /// out as NumPy's `np.save` writes it: the magic string, the header length, a Python dict
@@ -271,36 +164,6 @@ fn npy_f32<D: Dimension>(tensor: &Array<f32, D>) -> Vec<u8> {
         npy.extend_from_slice(&value.to_le_bytes());
     }
     npy
-}
-
-/// The image files directly in `dir` (by [`IMAGE_EXTENSIONS`]), sorted.
-fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let path = entry.map_err(|e| Error::io(dir, e))?.path();
-        let is_image = path.extension().is_some_and(|x| {
-            IMAGE_EXTENSIONS
-                .iter()
-                .any(|known| x.eq_ignore_ascii_case(known))
-        });
-        if !is_image {
-            continue;
-        }
-        let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
-        if meta.is_dir() {
-            continue;
-        }
-        if !meta.is_file() {
-            // Reading a FIFO or a device would hang or never end.
-            return Err(Error::Calibration {
-                path,
-                reason: "not a regular file (a FIFO, device or socket)".into(),
-            });
-        }
-        files.push(path);
-    }
-    files.sort();
-    Ok(files)
 }
 
 #[cfg(test)]

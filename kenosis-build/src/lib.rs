@@ -49,7 +49,7 @@
 // checks it), one group each so that rustfmt keeps it: what cargo gives a build script, the
 // calibration helper, discovery of `include_quantized!` calls, the builder `build.rs`
 // fills, the files written for a model, where the quantizer comes from and how it is run,
-// and `Config::compile`, which drives it all. The public ones are hidden from the docs: the
+// the calibration data a build names, and `Config::compile`, which drives it all. The public ones are hidden from the docs: the
 // `kenosis` command and Kenosis's own tests use them, not a public API.
 #[doc(hidden)]
 pub mod cargo;
@@ -66,6 +66,8 @@ mod artifact;
 
 #[doc(hidden)]
 pub mod quantizer;
+
+mod calibration;
 
 mod compile;
 

@@ -335,7 +335,11 @@ fn nested_install(root: &Path, source: Option<&Path>) -> Command {
         ));
     }
     command.arg("--config").arg("profile.release.opt-level=0");
-    command.arg("--no-default-features");
+    // `text`: a call site's `calibration_text` is tokenized by the quantizer.
+    command
+        .arg("--no-default-features")
+        .arg("--features")
+        .arg("text");
     if cfg!(feature = "download-ort") && std::env::var_os("ORT_LIB_PATH").is_none() {
         command.arg("--features").arg("download-ort");
     }

@@ -27,7 +27,6 @@ mod cast;
 mod diff;
 mod error;
 mod format;
-mod images;
 mod inspect;
 mod model;
 mod op_loss;
@@ -35,8 +34,6 @@ mod progress;
 mod quantize;
 mod report;
 mod samples;
-#[cfg(feature = "text")]
-mod text;
 mod validate;
 
 use std::path::PathBuf;

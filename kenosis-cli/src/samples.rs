@@ -1,7 +1,8 @@
 //! The samples people have, for `quantize` and `validate`: `--images DIR --preprocess SPEC`
-//! (see [`crate::images`]), `--audio DIR [--sample-rate HZ]` (see [`crate::audio`]) and,
-//! with the `text` feature, `--text FILE|DIR --tokenizer tokenizer.json [--max-len N]` (see
-//! `crate::text`). `.npy` folders (`--calibration`, `--data`) are read by the library itself.
+//! (read by the library, `kenosis_quantize::calibrate::images`), `--audio DIR
+//! [--sample-rate HZ]` (see [`crate::audio`]) and, with the `text` feature, `--text FILE|DIR
+//! --tokenizer tokenizer.json [--max-len N]` (`kenosis_quantize::calibrate::text`). `.npy`
+//! folders (`--calibration`, `--data`) are read by the library itself.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,7 +38,7 @@ pub struct SampleArgs {
     /// E.g.
     /// "rgb,nchw,224x224,crop=0.875,mean=0.485:0.456:0.406,std=0.229:0.224:0.225" or
     /// "bgr,mean=104:117:123". See docs/preprocess.md
-    #[arg(long, value_name = "SPEC", requires = "images", value_parser = crate::images::parse_spec)]
+    #[arg(long, value_name = "SPEC", requires = "images", value_parser = parse_spec)]
     preprocess: Option<ImagePreprocess>,
     /// A folder of WAV files as samples, for a model whose one input is raw mono audio
     /// ([N] or [1, N], N fixed): each file mixed to mono, resampled to --sample-rate and cut
@@ -154,14 +155,18 @@ impl SampleArgs {
     ///
     /// # Errors
     /// [`crate::error::Error::Input`] naming the folder, file, tokenizer or model (see
-    /// [`crate::images::samples`], [`crate::audio::samples`] and `crate::text::samples`).
+    /// `kenosis_quantize::calibrate::images::samples`, [`crate::audio::samples`] and
+    /// `kenosis_quantize::calibrate::text::samples`).
     pub fn make(
         &self,
         model: &Path,
         inputs: &[InputSpec],
     ) -> Result<Option<(CalibrationData, Source)>> {
         if let (Some(dir), Some(spec)) = (&self.images, &self.preprocess) {
-            let (data, spec) = crate::images::samples(dir, spec, model, inputs)?;
+            let bar = crate::progress::spinner("decoding images");
+            let made = kenosis_quantize::calibrate::images::samples(dir, spec, model, inputs);
+            bar.finish_and_clear();
+            let (data, spec) = made?;
             let source = Source::Images {
                 dir: dir.clone(),
                 spec,
@@ -180,8 +185,13 @@ impl SampleArgs {
         }
         #[cfg(feature = "text")]
         if let (Some(path), Some(tokenizer)) = (&self.text, &self.tokenizer) {
-            let (data, max_len) =
-                crate::text::samples(path, tokenizer, self.max_len, model, inputs)?;
+            let (data, max_len) = kenosis_quantize::calibrate::text::samples(
+                path,
+                tokenizer,
+                self.max_len,
+                model,
+                inputs,
+            )?;
             let source = Source::Text {
                 path: path.clone(),
                 tokenizer: tokenizer.clone(),
@@ -257,6 +267,15 @@ impl DataSource {
             synthetic_image_ranges,
         }
     }
+}
+
+/// `--preprocess`'s value parsed (for clap).
+///
+/// # Errors
+/// The spec's error, with its message.
+fn parse_spec(text: &str) -> std::result::Result<ImagePreprocess, String> {
+    text.parse()
+        .map_err(|e: kenosis_options::preprocess::PreprocessError| e.to_string())
 }
 
 /// The files directly in `dir` whose extension is one of `extensions` (compared

@@ -88,6 +88,23 @@ pub fn min_speedup(v: &f64) -> Result<(), String> {
     }
 }
 
+/// The longest `max_len` window (tokens): far beyond any encoder's positions, and short of
+/// windows that would not fit in memory.
+pub const MAX_TEXT_WINDOW: usize = 1 << 16;
+
+/// A text window length: room for at least one token besides a special one, at most
+/// [`MAX_TEXT_WINDOW`].
+///
+/// # Errors
+/// The reason, when out of range.
+pub fn max_len(n: &usize) -> Result<(), String> {
+    if (2..=MAX_TEXT_WINDOW).contains(n) {
+        Ok(())
+    } else {
+        Err(format!("must be in [2, {MAX_TEXT_WINDOW}], got {n}"))
+    }
+}
+
 /// The most intra-op threads `intra_threads` accepts.
 pub const MAX_INTRA_THREADS: usize = 256;
 

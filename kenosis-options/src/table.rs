@@ -49,6 +49,44 @@ macro_rules! options {
                     check: $crate::check::calibration_dir,
                     merge: replace,
                 }
+                /// `calibration_images = "dir"`: folder of images (JPEG), relative to the crate
+                /// root or under `$OUT_DIR`, each one calibration sample of a model with one
+                /// image input, preprocessed as `preprocess` says (which it requires).
+                calibration_images: String {
+                    check: $crate::check::calibration_dir,
+                    merge: replace,
+                }
+                /// `preprocess = "spec"`: how `calibration_images` become the model's input,
+                /// written as the model card states it, e.g.
+                /// `"rgb,nchw,224x224,crop,mean=0.485:0.456:0.406,std=0.229:0.224:0.225"`
+                /// (grammar: `kenosis_options::preprocess`, docs/preprocess.md).
+                preprocess: $crate::preprocess::ImagePreprocess {
+                    check: $crate::check::any,
+                    merge: replace,
+                }
+                /// `calibration_text = "file" | "dir"`: UTF-8 text (a file, or the files
+                /// directly in a folder), relative to the crate root or under `$OUT_DIR`,
+                /// tokenized with `tokenizer` into windows of `max_len` tokens, one calibration
+                /// sample each, for a model whose inputs are token ids (and an attention mask,
+                /// type ids or positions, by name).
+                calibration_text: String {
+                    check: $crate::check::calibration_dir,
+                    merge: replace,
+                }
+                /// `tokenizer = "tokenizer.json"`: the model's Hugging Face tokenizer, relative
+                /// to the crate root or under `$OUT_DIR`, for `calibration_text` (which requires
+                /// it).
+                tokenizer: String {
+                    check: $crate::check::calibration_dir,
+                    merge: replace,
+                }
+                /// `max_len = n`, `n` in `[2, 65536]`: tokens per `calibration_text` window,
+                /// special tokens included (default: the model's fixed sequence length, else
+                /// the tokenizer's truncation length, else 128).
+                max_len: usize {
+                    check: $crate::check::max_len,
+                    merge: replace,
+                }
             }
             artifact {
                 /// `method = "minmax" | "percentile" | "percentile(P)" | "entropy" | "mse"`:

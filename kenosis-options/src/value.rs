@@ -147,6 +147,27 @@ impl Value for crate::Weights {
     }
 }
 
+impl Value for crate::preprocess::ImagePreprocess {
+    /// A string in the preprocessing grammar (see [`crate::preprocess`]); its errors are
+    /// spanned at the string.
+    fn parse(key: &str, value: &Expr) -> syn::Result<Self> {
+        let s = string(
+            key,
+            value,
+            "expects a string such as \"rgb,nchw,224x224,mean=127,std=128\"",
+        )?;
+        s.value()
+            .parse()
+            .map_err(|e| syn::Error::new(s.span(), format!("option `{key}`: {e}")))
+    }
+
+    /// The quoted spec with every item explicit (its `Display`), which parses back to the
+    /// same reading.
+    fn write(&self) -> String {
+        format!("{:?}", self.to_string())
+    }
+}
+
 impl Value for [f32; 2] {
     /// A string `"[low, high]"` (spaces optional).
     fn parse(key: &str, value: &Expr) -> syn::Result<Self> {

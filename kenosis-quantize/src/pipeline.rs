@@ -35,6 +35,25 @@ pub use crate::options::QuantizeOptions;
 pub enum Calibration {
     /// `.npy` files in a folder (see [`calibrate::data::load_npy_dir`]).
     NpyDir(std::path::PathBuf),
+    /// The images in a folder, preprocessed by a spec, one sample each, for a model with one
+    /// image input (see `calibrate::images::samples`; feature `images`).
+    Images {
+        /// The folder.
+        dir: std::path::PathBuf,
+        /// How an image becomes the model's input.
+        preprocess: kenosis_options::preprocess::ImagePreprocess,
+    },
+    /// UTF-8 text (a file or a folder of them) tokenized into windows, one sample each, for a
+    /// model whose inputs are token ids (see `calibrate::text::samples`; feature `text`).
+    Text {
+        /// The file or folder.
+        path: std::path::PathBuf,
+        /// The model's `tokenizer.json` (Hugging Face `tokenizers`).
+        tokenizer: std::path::PathBuf,
+        /// Tokens per window; `None`: the model's fixed length, else the tokenizer's, else
+        /// `calibrate::text::DEFAULT_MAX_LEN`.
+        max_len: Option<usize>,
+    },
     /// Samples already in memory.
     Data(CalibrationData),
     /// Deterministic synthetic inputs.
@@ -944,6 +963,20 @@ pub fn calibration_data(
     let mut synthetic_image_ranges = BTreeMap::new();
     let data = match calibration {
         Calibration::NpyDir(dir) => calibrate::data::load_npy_dir(dir, specs)?,
+        #[cfg(feature = "images")]
+        Calibration::Images { dir, preprocess } => {
+            calibrate::images::samples(dir, preprocess, path, specs)?.0
+        }
+        #[cfg(feature = "text")]
+        Calibration::Text {
+            path: text,
+            tokenizer,
+            max_len,
+        } => calibrate::text::samples(text, tokenizer, *max_len, path, specs)?.0,
+        #[cfg(not(feature = "images"))]
+        Calibration::Images { dir, .. } => return Err(without_feature("images", dir)),
+        #[cfg(not(feature = "text"))]
+        Calibration::Text { path: text, .. } => return Err(without_feature("text", text)),
         Calibration::Data(d) => d.clone(),
         Calibration::Synthetic => {
             let dims = calibrate::shapes::resolve(calibration_model, specs, path)?;
@@ -972,6 +1005,16 @@ pub fn calibration_data(
         });
     }
     Ok((data, synthetic_image_ranges))
+}
+
+/// The error for calibration data at `source` that needs kenosis-quantize's `feature`.
+#[cfg(not(all(feature = "images", feature = "text")))]
+fn without_feature(feature: &str, source: &Path) -> Error {
+    Error::Config(format!(
+        "{}: this quantizer was built without kenosis-quantize's `{feature}` feature, which \
+         reads this calibration data",
+        source.display()
+    ))
 }
 
 /// What the calibration pass streams besides histograms, for the weighted ops that read a

@@ -5,7 +5,7 @@ use crate::cache::write_atomic;
 use crate::error::{Error, Result};
 use crate::kernel_costs::KernelCosts;
 use crate::pipeline::{self, Calibration};
-use crate::request::Request;
+use crate::request::{CalibrationSource, Request};
 use crate::{kernel_bench, onnx};
 
 /// Quantizes the model of `request` as `Config::compile` resolved it, writes the artifact to
@@ -34,7 +34,24 @@ pub fn serve(request: &Request) -> Result<String> {
     let decoded = onnx::decode(path, &bytes)?;
     drop(bytes);
     let calibration = match &request.calibration {
-        Some(dir) => Calibration::NpyDir(dir.clone()),
+        Some(CalibrationSource::Npy { dir }) => Calibration::NpyDir(dir.clone()),
+        Some(CalibrationSource::Images { dir, preprocess }) => Calibration::Images {
+            dir: dir.clone(),
+            preprocess: preprocess.parse().map_err(|e| {
+                Error::Config(format!(
+                    "the build's preprocessing spec `{preprocess}`: {e}"
+                ))
+            })?,
+        },
+        Some(CalibrationSource::Text {
+            path,
+            tokenizer,
+            max_len,
+        }) => Calibration::Text {
+            path: path.clone(),
+            tokenizer: tokenizer.clone(),
+            max_len: *max_len,
+        },
         None => Calibration::Synthetic,
     };
     let mut quantized =

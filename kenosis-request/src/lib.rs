@@ -13,6 +13,7 @@
 //! - [`onnx`]: the fields of a model the front end reads without decoding it, and where its
 //!   external tensors are;
 //! - [`model_files`]: the files a model's build reads besides the model;
+//! - `images` (feature `images`): image files decoded by a preprocessing spec;
 //! - [`kernels`], [`kernel_costs`], [`options`]: the target's CPU class and the resolved
 //!   options, whose text is the cache key's;
 //! - [`request`]: the request and the head of the report the cache reads back;
@@ -33,6 +34,9 @@ pub mod kernels;
 pub mod kernel_costs;
 
 pub mod model_files;
+
+#[cfg(feature = "images")]
+pub mod images;
 
 pub mod options;
 

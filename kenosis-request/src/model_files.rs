@@ -1,6 +1,6 @@
 //! The files a model's build reads besides the model itself: tensors in external data files,
-//! and calibration samples (`.npy`). The front end hashes exactly these into the cache key and
-//! watches them; the quantizer reads exactly these.
+//! and calibration samples (`.npy` files, images, text). The front end hashes exactly these
+//! into the cache key and watches them; the quantizer reads exactly these.
 
 use std::path::{Path, PathBuf};
 
@@ -123,4 +123,81 @@ pub fn npy_files(dir: &Path, inputs: &[&str]) -> Result<Vec<Vec<PathBuf>>> {
         per_input.push(files);
     }
     Ok(per_input)
+}
+
+/// File extensions (compared case-insensitively) read as images: by
+/// `kenosis_build::calibration_images`, a call site's `calibration_images` and the `kenosis`
+/// command's `--images`.
+pub const IMAGE_EXTENSIONS: &[&str] = &[
+    "jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff", "pnm", "ppm", "pgm", "qoi", "avif",
+    "tga",
+];
+
+/// The image files directly in `dir` (by [`IMAGE_EXTENSIONS`]; subfolders and other files
+/// are skipped), sorted by path.
+///
+/// # Errors
+/// [`Error::Io`] when `dir` cannot be listed; [`Error::Calibration`] naming a file with an
+/// image extension that is not a regular file (a FIFO or device: reading it would hang), or
+/// `dir` when it holds no image.
+pub fn image_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let files = regular_files(dir, |path| {
+        path.extension().is_some_and(|x| {
+            IMAGE_EXTENSIONS
+                .iter()
+                .any(|known| x.eq_ignore_ascii_case(known))
+        })
+    })?;
+    if files.is_empty() {
+        return Err(Error::Calibration {
+            path: dir.to_owned(),
+            reason: format!(
+                "no images (files ending in .{}) in this folder",
+                IMAGE_EXTENSIONS.join(", .")
+            ),
+        });
+    }
+    Ok(files)
+}
+
+/// The text files a text sample source names: `path` itself when it is a file, else every
+/// file directly in the folder `path` (subfolders are skipped), sorted by path.
+///
+/// # Errors
+/// [`Error::Io`] when `path` cannot be read or listed; [`Error::Calibration`] naming a file
+/// that is not a regular file, or `path` when the folder holds no file.
+pub fn text_files(path: &Path) -> Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_file() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let files = regular_files(path, |_| true)?;
+    if files.is_empty() {
+        return Err(Error::Calibration {
+            path: path.to_owned(),
+            reason: "no text files in this folder".into(),
+        });
+    }
+    Ok(files)
+}
+
+/// The entries directly in `dir` that `wanted` accepts, folders skipped, sorted; an accepted
+/// entry that is not a regular file once links are followed is an error.
+fn regular_files(dir: &Path, wanted: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if !wanted(&path) || path.is_dir() {
+            continue;
+        }
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Err(Error::Calibration {
+                path,
+                reason: "not a regular file (a FIFO, device, socket or broken link)".into(),
+            });
+        }
+        files.push(path);
+    }
+    files.sort();
+    Ok(files)
 }

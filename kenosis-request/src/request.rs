@@ -25,8 +25,8 @@ pub struct Request {
     /// The model as the build names it (registered path or call-site literal), recorded in
     /// the report's `source`.
     pub source: String,
-    /// The calibration folder of `.npy` samples (absolute); `None`: synthetic inputs.
-    pub calibration: Option<PathBuf>,
+    /// Where the calibration samples come from (absolute paths); `None`: synthetic inputs.
+    pub calibration: Option<CalibrationSource>,
     /// The option layers over the defaults, in `include_quantized!` syntax
     /// ([`Options::canonical`]).
     pub options: String,
@@ -42,6 +42,35 @@ pub struct Request {
     pub artifact: PathBuf,
     /// Where to write its report (JSON).
     pub report: PathBuf,
+}
+
+/// The calibration data a build names, as files: what a call site's `calibration`,
+/// `calibration_images` + `preprocess`, or `calibration_text` + `tokenizer` (+ `max_len`)
+/// resolve to. The front end hashes exactly the files each reads (see [`crate::model_files`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CalibrationSource {
+    /// A folder of `.npy` samples (see [`crate::model_files::npy_files`]).
+    Npy {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A folder of images, each one sample (see [`crate::model_files::image_files`]).
+    Images {
+        /// The folder.
+        dir: PathBuf,
+        /// The preprocessing spec (`kenosis_options::preprocess`), in its canonical text.
+        preprocess: String,
+    },
+    /// UTF-8 text tokenized into windows (see [`crate::model_files::text_files`]).
+    Text {
+        /// A text file, or a folder of them.
+        path: PathBuf,
+        /// The model's `tokenizer.json`.
+        tokenizer: PathBuf,
+        /// Tokens per window; `None`: the model's or the tokenizer's length.
+        max_len: Option<usize>,
+    },
 }
 
 impl Request {

@@ -5,6 +5,8 @@ pub mod activation;
 pub mod data;
 pub mod gram;
 pub mod image_range;
+#[cfg(feature = "images")]
+pub mod images;
 pub mod npy;
 pub mod range;
 pub mod rules;
@@ -12,6 +14,8 @@ pub mod runnable;
 pub mod session;
 pub mod shapes;
 pub mod synthetic;
+#[cfg(feature = "text")]
+pub mod text;
 
 // The streaming statistics run per activation value: they are `kenosis-numerics`'s, which
 // the quantizer binary optimizes (see that crate's docs).

@@ -71,6 +71,8 @@ const MODULES: &[(&str, &[(&str, Layer)])] = &[
             ("kernels", Layer::Leaf),
             ("kernel_costs", Layer::Leaf),
             ("model_files", Layer::Stage),
+            // Image files decoded by a preprocessing spec (feature `images`).
+            ("images", Layer::Stage),
             ("options", Layer::Stage),
             // The request a cache miss sends to the quantizer, and the report head the cache
             // reads.
@@ -109,11 +111,12 @@ const MODULES: &[(&str, &[(&str, Layer)])] = &[
             ("images", Layer::Stage),
             ("discover", Layer::Stage),
             // The front end's driver: the builder `build.rs` fills, the files written for a
-            // model, where the quantizer comes from, and `Config::compile`, which drives
-            // everything above.
+            // model, where the quantizer comes from, the calibration data a build names, and
+            // `Config::compile`, which drives everything above.
             ("config", Layer::Stage),
             ("artifact", Layer::Stage),
             ("quantizer", Layer::Stage),
+            ("calibration", Layer::Stage),
             ("compile", Layer::Stage),
         ],
     ),

@@ -1,5 +1,6 @@
-//! `--text FILE|DIR --tokenizer tokenizer.json [--max-len N]`: plain text as a language
-//! model's samples, for `quantize` (calibration) and `validate` (agreement).
+//! Plain text as a language model's samples: a call site's `calibration_text` with its
+//! `tokenizer` (and `max_len`), and the `kenosis` command's `--text FILE|DIR --tokenizer
+//! tokenizer.json [--max-len N]`.
 //!
 //! Each file is tokenized whole with the model's own `tokenizer.json` (Hugging Face
 //! `tokenizers`), without its truncation and padding, and its tokens are cut into
@@ -13,23 +14,21 @@
 //! `type` (`token_type_ids`) the type ids, `position` the positions 0 to N - 1, and the one
 //! other input the token ids. Each is `[1, N]` (or `[N]`), int64 or int32 as declared.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kenosis_quantize::calibrate::data::InputSpec;
-use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
-use kenosis_quantize::onnx::DataType;
+use kenosis_options::check::MAX_TEXT_WINDOW;
 use ndarray::{ArrayD, IxDyn};
 use tokenizers::{Encoding, PaddingParams, PaddingStrategy, PostProcessor, Token, Tokenizer};
 
+use crate::calibrate::data::InputSpec;
+use crate::calibrate::{CalibrationData, SampleValue};
 use crate::error::{Error, Result};
+use crate::model_files::text_files;
+use crate::onnx::DataType;
 
-/// The window length without `--max-len`, the model declaring none and the tokenizer
-/// truncating at none.
+/// The window length (tokens) when none is given, the model declares none and the tokenizer
+/// truncates at none.
 pub const DEFAULT_MAX_LEN: usize = 128;
-
-/// The longest window (tokens) `--max-len` takes: far beyond any encoder's positions, and
-/// short of windows that would not fit in memory.
-pub const MAX_LEN: usize = 1 << 16;
 
 /// What a model input is fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,10 +46,10 @@ enum Role {
 /// window length used.
 ///
 /// # Errors
-/// [`Error::Input`] naming the text file or folder when it cannot be listed, or holds no
-/// file; the tokenizer when it cannot be read or leaves no room for text in a window; the
+/// [`Error::Calibration`] (or [`Error::Io`]) naming the text file or folder when it cannot
+/// be listed, or holds no file; the tokenizer when it cannot be read or leaves no room for text in a window; the
 /// model when an input is not an int64 or int32 `[1, N]` or `[N]` tensor
-/// it can feed, `--max-len` differs from the sequence length it declares, or no input takes
+/// it can feed, `max_len` differs from the sequence length it declares, or no input takes
 /// the token ids; the text when it cannot be read, is not UTF-8 or holds no token.
 pub fn samples(
     path: &Path,
@@ -59,7 +58,7 @@ pub fn samples(
     model: &Path,
     inputs: &[InputSpec],
 ) -> Result<(CalibrationData, usize)> {
-    let bad = |path: &Path, reason: String| Error::Input {
+    let bad = |path: &Path, reason: String| Error::Calibration {
         path: path.to_owned(),
         reason,
     };
@@ -69,21 +68,21 @@ pub fn samples(
     let roles = roles(model, inputs)?;
     let declared = fixed_length(model, inputs)?;
     let len = match (max_len, declared) {
-        (Some(n), Some(d)) if n != d => {
-            return Err(bad(
-                model,
-                format!("--max-len {n}, but the model takes sequences of {d} tokens"),
-            ))
-        }
+        (Some(n), Some(d)) if n != d => return Err(bad(
+            model,
+            format!(
+                "windows of {n} tokens were asked for, but the model takes sequences of {d} tokens"
+            ),
+        )),
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => tok
             .get_truncation()
             .map_or(DEFAULT_MAX_LEN, |t| t.max_length),
     };
-    if len > MAX_LEN {
+    if len > MAX_TEXT_WINDOW {
         return Err(bad(
             model,
-            format!("windows of {len} tokens: at most {MAX_LEN} are supported"),
+            format!("windows of {len} tokens: at most {MAX_TEXT_WINDOW} are supported"),
         ));
     }
     let special = tok
@@ -165,7 +164,7 @@ fn sample(window: &Encoding, roles: &[Role], inputs: &[InputSpec]) -> Vec<Sample
 
 /// What each input is fed, by its name.
 fn roles(model: &Path, inputs: &[InputSpec]) -> Result<Vec<Role>> {
-    let bad = |reason: String| Error::Input {
+    let bad = |reason: String| Error::Calibration {
         path: model.to_owned(),
         reason,
     };
@@ -173,21 +172,21 @@ fn roles(model: &Path, inputs: &[InputSpec]) -> Result<Vec<Role>> {
     for input in inputs {
         if input.elem_type != DataType::Int64 && input.elem_type != DataType::Int32 {
             return Err(bad(format!(
-                "--text makes int64 or int32 token inputs; input `{}` is {}: give .npy \
+                "text samples are int64 or int32 token inputs; input `{}` is {}: give .npy \
                  samples",
                 input.name, input.elem_type
             )));
         }
         if !matches!(input.dims.len(), 1 | 2) {
             return Err(bad(format!(
-                "input `{}` has {} dimensions; --text feeds [batch, tokens] or [tokens]",
+                "input `{}` has {} dimensions; text samples are [batch, tokens] or [tokens]",
                 input.name,
                 input.dims.len()
             )));
         }
         if input.dims.len() == 2 && input.dims[0].is_some_and(|n| n != 1) {
             return Err(bad(format!(
-                "input `{}` takes a batch of {} sequences; --text makes batches of one",
+                "input `{}` takes a batch of {} sequences; text samples are batches of one",
                 input.name,
                 input.dims[0].unwrap_or_default()
             )));
@@ -207,7 +206,7 @@ fn roles(model: &Path, inputs: &[InputSpec]) -> Result<Vec<Role>> {
     if ids != 1 {
         let names: Vec<&str> = inputs.iter().map(|i| i.name.as_str()).collect();
         return Err(bad(format!(
-            "--text needs exactly one input for the token ids (the one whose name holds no \
+            "text samples need exactly one input for the token ids (the one whose name holds no \
              `mask`, `type` or `position`); the inputs are {}: give .npy samples",
             names.join(", ")
         )));
@@ -224,7 +223,7 @@ fn fixed_length(model: &Path, inputs: &[InputSpec]) -> Result<Option<usize>> {
         };
         let n = usize::try_from(*n).unwrap_or_default();
         if found.is_some_and(|f| f != n) {
-            return Err(Error::Input {
+            return Err(Error::Calibration {
                 path: model.to_owned(),
                 reason: format!(
                     "the inputs declare different sequence lengths ({} and {n})",
@@ -235,28 +234,4 @@ fn fixed_length(model: &Path, inputs: &[InputSpec]) -> Result<Option<usize>> {
         found = Some(n);
     }
     Ok(found)
-}
-
-/// `path` itself when it is a file, else the regular files directly in it, sorted.
-fn text_files(path: &Path) -> Result<Vec<PathBuf>> {
-    let bad = |reason: String| Error::Input {
-        path: path.to_owned(),
-        reason,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-    if meta.is_file() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(|e| bad(e.to_string()))? {
-        let file = entry.map_err(|e| bad(e.to_string()))?.path();
-        if file.is_file() {
-            files.push(file);
-        }
-    }
-    if files.is_empty() {
-        return Err(bad("no text files in this folder".into()));
-    }
-    files.sort();
-    Ok(files)
 }
