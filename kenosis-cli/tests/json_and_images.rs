@@ -652,7 +652,10 @@ fn bad_text_input_fails_naming_what_is_wrong() {
     );
     // Not a tokenizer.
     let err = quantize(&text, &text);
-    assert!(err.contains("notes.txt: not a tokenizer"), "{err}");
+    assert!(
+        err.contains("notes.txt: bad calibration data: not a tokenizer"),
+        "{err}"
+    );
     // No text.
     let err = quantize(&dir.path().join("missing.txt"), &tokenizer);
     assert!(err.contains("missing.txt"), "{err}");
