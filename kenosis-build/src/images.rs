@@ -295,6 +295,31 @@ mod tests {
         assert!(preprocess_image(b"not an image", &spec, size).is_err());
     }
 
+    /// PNG is lossless: a bgr spec reads each pixel exactly, in the model's channel order.
+    #[cfg(feature = "image-preprocess")]
+    #[test]
+    fn a_png_decodes_exactly() {
+        use kenosis_options::preprocess::{ImagePreprocess, Size};
+
+        let img = image::RgbImage::from_fn(4, 2, |x, y| image::Rgb([x as u8 * 60, y as u8, 7]));
+        let mut png = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let spec: ImagePreprocess = "bgr,nchw,mean=1,std=2".parse().unwrap();
+        let size = Size {
+            width: 4,
+            height: 2,
+        };
+        let x = preprocess_image(&png, &spec, size).unwrap();
+        for (xx, yy) in [(0, 0), (3, 1), (2, 0)] {
+            let p = img.get_pixel(xx as u32, yy as u32);
+            for (c, rgb) in [(0, 2), (1, 1), (2, 0)] {
+                let want = (f32::from(p[rgb]) - 1.0) / 2.0;
+                assert_eq!(x[[c, yy, xx]], want, "channel {c} at ({xx}, {yy})");
+            }
+        }
+    }
+
     #[test]
     fn errors_name_the_file() {
         let images = tempfile::tempdir().unwrap();

@@ -25,7 +25,7 @@ pub const CONFLICTS: [&str; 2] = ["images", "audio"];
 /// The arguments that turn images or text into samples.
 #[derive(Debug, clap::Args)]
 pub struct SampleArgs {
-    /// A folder of images (JPEG) as samples, each preprocessed as --preprocess says (the
+    /// A folder of images (JPEG or PNG) as samples, each preprocessed as --preprocess says (the
     /// files directly in DIR, in name order; one sample each, for a model with one image
     /// input)
     #[arg(long, value_name = "DIR", requires = "preprocess")]

@@ -49,7 +49,7 @@ macro_rules! options {
                     check: $crate::check::calibration_dir,
                     merge: replace,
                 }
-                /// `calibration_images = "dir"`: folder of images (JPEG), relative to the crate
+                /// `calibration_images = "dir"`: folder of images (JPEG or PNG), relative to the crate
                 /// root or under `$OUT_DIR`, each one calibration sample of a model with one
                 /// image input, preprocessed as `preprocess` says (which it requires).
                 calibration_images: String {

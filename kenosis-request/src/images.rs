@@ -17,7 +17,7 @@ pub use image::ImageError;
 ///
 /// # Errors
 /// [`image::ImageError`] when the bytes are not an image in a format this build decodes
-/// (JPEG), or decoding fails.
+/// (JPEG or PNG), or decoding fails.
 pub fn preprocess_image(
     bytes: &[u8],
     spec: &kenosis_options::preprocess::ImagePreprocess,

@@ -68,12 +68,14 @@ pub fn samples(
     let roles = roles(model, inputs)?;
     let declared = fixed_length(model, inputs)?;
     let len = match (max_len, declared) {
-        (Some(n), Some(d)) if n != d => return Err(bad(
-            model,
-            format!(
+        (Some(n), Some(d)) if n != d => {
+            return Err(bad(
+                model,
+                format!(
                 "windows of {n} tokens were asked for, but the model takes sequences of {d} tokens"
             ),
-        )),
+            ))
+        }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => tok
             .get_truncation()
