@@ -194,12 +194,36 @@ pub fn measure_runs(
     path: &Path,
     (runs, threads): (usize, usize),
 ) -> Result<(f64, f64)> {
-    let runs = runs.max(1);
-    let threads = Some(threads.max(1));
-    let t = measure_while((fp32, int8), input_names, sample, path, threads, |done| {
-        done < runs
-    })?;
+    let t = measure_rounds(
+        (fp32, int8),
+        input_names,
+        sample,
+        path,
+        Some(threads.max(1)),
+        runs,
+    )?;
     Ok((t.fp32_ms, t.int8_ms))
+}
+
+/// Times `fp32` and `int8` as the speed check does (see [`measure`]) at `threads` intra-op
+/// threads (`None`: ONNX Runtime's default), over exactly `rounds` interleaved rounds (at
+/// least 1): the [`Timing`] with its speedup and noise band, e.g. for the benchmark's table
+/// by thread count.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_rounds(
+    models: (&ModelProto, &ModelProto),
+    input_names: &[String],
+    sample: &[SampleValue],
+    path: &Path,
+    threads: Option<usize>,
+    rounds: usize,
+) -> Result<Timing> {
+    let rounds = rounds.max(1);
+    measure_while(models, input_names, sample, path, threads, |done| {
+        done < rounds
+    })
 }
 
 /// Times both models at `threads` after [`WARMUP_RUNS`], one run of each per round, while

@@ -301,19 +301,27 @@ pub fn thread_counts() -> Vec<usize> {
     counts
 }
 
-/// Median latency of one model at one intra-op thread count.
+/// FP32 against Kenosis INT8 at one intra-op thread count, timed as the build's speed check
+/// times them (`kenosis_quantize::speed::measure_rounds`).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct ThreadLatency {
+    /// Intra-op threads of both sessions.
     pub threads: usize,
+    /// Median FP32 latency, milliseconds.
     pub fp32_ms: f64,
-    /// `None` when Kenosis's model did not build.
-    pub kenosis_ms: Option<f64>,
+    /// Median INT8 latency, milliseconds.
+    pub kenosis_ms: f64,
+    /// Median of the per-round ratios FP32 time / INT8 time: above 1 when INT8 is faster.
+    pub speedup: f64,
+    /// The 95% confidence interval of [`speedup`](Self::speedup), `[low, high]`: the noise
+    /// band measured in the same run.
+    pub speedup_band: [f64; 2],
 }
 
-/// FP32 (`fp32`) and Kenosis INT8 (`int8`) on `x` at each of [`thread_counts`]: for each
-/// count and model in turn, `warmup` runs then `runs` timed ones, back to back. Not
-/// interleaved, unlike the single-thread rows: after a run, ONNX Runtime's worker threads spin
-/// for a while, and would take the cores from the next session's run.
+/// FP32 (`fp32`) against Kenosis INT8 (`int8`) on `x` at each of [`thread_counts`]:
+/// `runs` rounds per count, one run of each model per round after the speed check's warm-up,
+/// as `kenosis_quantize::speed` times a build's artifact (ONNX Runtime's default spinning, as
+/// programs run it). Empty when Kenosis's model did not build.
 ///
 /// # Errors
 /// ONNX Runtime's message when a session cannot be made or run.
@@ -321,26 +329,42 @@ pub fn thread_latencies(
     fp32: &[u8],
     int8: Option<&[u8]>,
     x: &Array4<f32>,
-    warmup: usize,
     runs: usize,
 ) -> Result<Vec<ThreadLatency>, String> {
-    let median = |bytes: &[u8], threads| -> Result<f64, String> {
-        let mut s = kenosis_eval::try_session_threads(
-            bytes,
-            GraphOptimizationLevel::All,
-            None,
-            &[],
-            threads,
-        )?;
-        Ok(latency(&mut [&mut s], x, warmup, runs)?[0].median_ms)
+    use kenosis_quantize::calibrate::data::input_specs;
+    use kenosis_quantize::calibrate::SampleValue;
+    use kenosis_quantize::onnx::ModelProto;
+    use prost::Message;
+
+    let Some(int8) = int8 else {
+        return Ok(Vec::new());
     };
+    let decode = |bytes: &[u8]| ModelProto::decode(bytes).map_err(|e| e.to_string());
+    let (a, b) = (decode(fp32)?, decode(int8)?);
+    let names: Vec<String> = input_specs(a.graph.as_ref().ok_or("the FP32 model has no graph")?)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    let sample = [SampleValue::F32(x.clone().into_dyn())];
+    let path = Path::new("bench");
     thread_counts()
         .into_iter()
         .map(|threads| {
+            let t = kenosis_quantize::speed::measure_rounds(
+                (&a, &b),
+                &names,
+                &sample,
+                path,
+                Some(threads),
+                runs,
+            )
+            .map_err(|e| e.to_string())?;
             Ok(ThreadLatency {
                 threads,
-                fp32_ms: median(fp32, threads)?,
-                kenosis_ms: int8.map(|b| median(b, threads)).transpose()?,
+                fp32_ms: t.fp32_ms,
+                kenosis_ms: t.int8_ms,
+                speedup: t.speedup,
+                speedup_band: t.speedup_band,
             })
         })
         .collect()

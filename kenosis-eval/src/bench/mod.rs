@@ -768,11 +768,12 @@ fn bench_model(spec: &ModelSpec, ctx: &Ctx) -> ModelResult {
         }
         Err(e) => result.error = Some(format!("latency: {e}")),
     }
-    // The intra-op thread count's effect: FP32 and Kenosis INT8 at 1, 2, 4 and all threads.
+    // The intra-op thread count's effect: FP32 against the shipped Kenosis artifact at 1, 2,
+    // 4 and all threads, with the noise band of each speedup.
     let kenosis = (candidates.iter())
         .find(|c| matches!(c.slot, Slot::Kenosis) && result.kenosis.status == "ok")
         .map(|c| c.bytes.as_slice());
-    match measure::thread_latencies(&fp32, kenosis, &x, ctx.warmup, ctx.runs) {
+    match measure::thread_latencies(&fp32, kenosis, &x, ctx.runs) {
         Ok(t) => {
             ctx.log(format!("threads (FP32 / Kenosis ms): {t:?}"));
             result.threads = t;

@@ -327,18 +327,27 @@ impl Bench {
         let _ = writeln!(w, "| model | {} |", header.join(" | "));
         let _ = writeln!(w, "|---|{}", "---:|".repeat(counts.len()));
         for m in self.models.iter().filter(|m| !m.threads.is_empty()) {
-            for (form, pick) in [
-                (
-                    "FP32",
-                    (|t: &super::measure::ThreadLatency| Some(t.fp32_ms)) as fn(&_) -> _,
-                ),
-                ("Kenosis INT8", |t| t.kenosis_ms),
-            ] {
-                let cells: Vec<String> = (m.threads.iter())
-                    .map(|t| pick(t).map_or("—".into(), |v| format!("{v:.2}")))
-                    .collect();
-                let _ = writeln!(w, "| {} {form} | {} |", m.model, cells.join(" | "));
-            }
+            let cell = |t: usize, f: &dyn Fn(&super::measure::ThreadLatency) -> String| {
+                (m.threads.iter().find(|l| l.threads == t)).map_or("—".into(), f)
+            };
+            let row = |form: &str, f: &dyn Fn(&super::measure::ThreadLatency) -> String| {
+                let cells: Vec<String> = counts.iter().map(|&t| cell(t, f)).collect();
+                format!("| {} {form} | {} |", m.model, cells.join(" | "))
+            };
+            let _ = writeln!(w, "{}", row("FP32 ms", &|l| format!("{:.2}", l.fp32_ms)));
+            let _ = writeln!(
+                w,
+                "{}",
+                row("Kenosis INT8 ms", &|l| format!("{:.2}", l.kenosis_ms))
+            );
+            let _ = writeln!(
+                w,
+                "{}",
+                row("speedup (95% band)", &|l| format!(
+                    "{:.2}x ({:.2}-{:.2})",
+                    l.speedup, l.speedup_band[0], l.speedup_band[1]
+                ))
+            );
         }
     }
 
@@ -365,7 +374,9 @@ impl Bench {
         self.latency_table(w);
         let _ = writeln!(
             w,
-            "\nBy intra-op thread count (ms, median; counts above the logical CPUs oversubscribe):\n"
+            "\nBy intra-op thread count (median of interleaved rounds as the build's speed check \
+             times them; speedup = median per-round FP32/INT8 ratio, with its 95% band; counts \
+             above the logical CPUs oversubscribe):\n"
         );
         self.threads_table(w);
         s
@@ -469,10 +480,13 @@ impl Bench {
 
         let _ = writeln!(
             w,
-            "\n## Latency by intra-op thread count (ms, median)\n\nThe same input; each count and \
-             model timed back to back, not interleaved (ONNX Runtime's worker threads spin after \
-             a run and would slow the next session's); {} logical CPUs here, so a count above \
-             that oversubscribes.\n",
+            "\n## Latency by intra-op thread count\n\nThe shipped artifact (default options, \
+             after the build's speed check) against FP32 on the same input, timed as the speed \
+             check times them (`kenosis_quantize::speed`): one run of each model per round, \
+             interleaved, ONNX Runtime's default spinning; medians in ms, and the speedup as the \
+             median per-round FP32/INT8 ratio with its distribution-free 95% band, the noise \
+             measured in the same run. {} logical CPUs here, so a count above that \
+             oversubscribes.\n",
             self.logical_cpus
         );
         self.threads_table(w);
