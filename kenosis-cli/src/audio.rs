@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_quantize::calibrate::data::InputSpec;
-use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
-use kenosis_quantize::onnx::DataType;
+use kenosis_quantize::model::DataType;
+use kenosis_quantize::samples::InputSpec;
+use kenosis_quantize::samples::{CalibrationData, SampleValue};
 use ndarray::{ArrayD, IxDyn};
 
 use crate::error::{Error, Result};

@@ -21,6 +21,6 @@ pub fn run() -> Result<()> {
         .map_err(|e| Error::Mismatch(format!("the build's request cannot be read: {e}")))?;
     let request: Request = serde_json::from_slice(&json)
         .map_err(|e| Error::Mismatch(format!("the build's request does not parse: {e}")))?;
-    println!("{}", kenosis_quantize::serve::serve(&request)?);
+    println!("{}", kenosis_quantize::serve(&request)?);
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kenosis_quantize::onnx::{self, ModelProto};
+use kenosis_quantize::model::{self, ModelProto};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -124,8 +124,8 @@ pub fn comparison(
     size_b: usize,
 ) -> Comparison {
     let (ga, gb) = (graph(ma), graph(mb));
-    let interface = |la: &[onnx::ValueInfoProto], lb: &[onnx::ValueInfoProto]| {
-        let real = |list: &[onnx::ValueInfoProto], g: &onnx::GraphProto| -> Vec<Tensor> {
+    let interface = |la: &[model::ValueInfoProto], lb: &[model::ValueInfoProto]| {
+        let real = |list: &[model::ValueInfoProto], g: &model::GraphProto| -> Vec<Tensor> {
             let inits: BTreeSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
             (list.iter())
                 .filter(|v| !inits.contains(v.name()))
@@ -151,7 +151,7 @@ pub fn comparison(
             )
         })
         .collect();
-    let names = |g: &onnx::GraphProto| -> BTreeSet<String> {
+    let names = |g: &model::GraphProto| -> BTreeSet<String> {
         g.node.iter().map(|n| n.name().to_owned()).collect()
     };
     let (na, nb) = (names(ga), names(gb));
@@ -196,16 +196,12 @@ pub fn comparison(
 /// Initializers by name: element type, dims and payload bytes.
 type Weights = BTreeMap<String, (i32, Vec<i64>, usize)>;
 
-fn weights(g: &onnx::GraphProto) -> Weights {
+fn weights(g: &model::GraphProto) -> Weights {
     (g.initializer.iter())
         .map(|t| {
             (
                 t.name().to_owned(),
-                (
-                    t.data_type(),
-                    t.dims.clone(),
-                    onnx::tensor::payload_bytes(t),
-                ),
+                (t.data_type(), t.dims.clone(), model::payload_bytes(t)),
             )
         })
         .collect()
@@ -265,7 +261,7 @@ pub fn report(
         }
     }
     let _ = writeln!(out, "  ({same} operator kinds with the same count)");
-    let names = |g: &onnx::GraphProto| -> BTreeSet<String> {
+    let names = |g: &model::GraphProto| -> BTreeSet<String> {
         g.node.iter().map(|n| n.name().to_owned()).collect()
     };
     one_sided(&mut out, "nodes", &names(ga), &names(gb));
@@ -293,15 +289,15 @@ pub fn report(
     out
 }
 
-fn graph(m: &ModelProto) -> &onnx::GraphProto {
-    static EMPTY: std::sync::OnceLock<onnx::GraphProto> = std::sync::OnceLock::new();
+fn graph(m: &ModelProto) -> &model::GraphProto {
+    static EMPTY: std::sync::OnceLock<model::GraphProto> = std::sync::OnceLock::new();
     m.graph
         .as_ref()
         .unwrap_or_else(|| EMPTY.get_or_init(Default::default))
 }
 
 /// The non-initializer entries of `list`, described.
-fn io(list: &[onnx::ValueInfoProto], g: &onnx::GraphProto) -> Vec<String> {
+fn io(list: &[model::ValueInfoProto], g: &model::GraphProto) -> Vec<String> {
     let inits: BTreeSet<&str> = g.initializer.iter().map(|t| t.name()).collect();
     (list.iter())
         .filter(|v| !inits.contains(v.name()))

@@ -8,7 +8,7 @@
 //! as fractions (`top1_agreement`) and cosines (`mean_cosine`), tensors as
 //! `{name, dtype, shape}`.
 
-use kenosis_quantize::onnx::ElemType;
+use kenosis_quantize::model::ElemType;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -51,11 +51,11 @@ pub struct Tensor {
 
 impl Tensor {
     /// The declared type and shape of graph input or output `vi`.
-    pub fn of_value(vi: &kenosis_quantize::onnx::ValueInfoProto) -> Self {
+    pub fn of_value(vi: &kenosis_quantize::model::ValueInfoProto) -> Self {
         let (elem, dims) =
-            kenosis_quantize::onnx::declared_tensor(vi).unwrap_or((ElemType::from_code(0), None));
+            kenosis_quantize::model::declared_tensor(vi).unwrap_or((ElemType::from_code(0), None));
         let shape = dims.unwrap_or_default();
-        let mut dim_names = kenosis_quantize::onnx::declared_dim_names(vi);
+        let mut dim_names = kenosis_quantize::model::declared_dim_names(vi);
         dim_names.resize(shape.len(), None);
         Self {
             name: vi.name().to_owned(),
@@ -72,9 +72,8 @@ impl Tensor {
 /// none is declared.
 pub fn dtype(elem: ElemType) -> String {
     let code = elem.code();
-    if (1..=13).contains(&code) {
-        let info = kenosis_quantize::onnx::manifest::tensor_info("", code, None);
-        if let Ok(serde_json::Value::String(name)) = serde_json::to_value(info.dtype) {
+    if let Some(t) = kenosis_request::onnx::manifest::element_type(code) {
+        if let Ok(serde_json::Value::String(name)) = serde_json::to_value(t) {
             return name;
         }
     }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kenosis_quantize::onnx::{self, ElemType, ModelProto, ValueInfoProto};
+use kenosis_quantize::model::{self, ElemType, ModelProto, ValueInfoProto};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -88,7 +88,7 @@ pub struct Initializer {
 
 /// The [`Inspection`] of `model`, read from `path` (`size` bytes).
 pub fn inspection(path: &Path, model: &ModelProto, size: usize) -> Inspection {
-    let empty = onnx::GraphProto::default();
+    let empty = model::GraphProto::default();
     let graph = model.graph.as_ref().unwrap_or(&empty);
     let initializers: std::collections::HashSet<&str> =
         graph.initializer.iter().map(|t| t.name()).collect();
@@ -98,15 +98,15 @@ pub fn inspection(path: &Path, model: &ModelProto, size: usize) -> Inspection {
             .entry(crate::format::dtype(t.elem_type()))
             .or_default() += 1;
     }
-    let mut largest: Vec<&onnx::TensorProto> = graph.initializer.iter().collect();
-    largest.sort_by_key(|t| std::cmp::Reverse(onnx::tensor::element_count(&t.dims)));
+    let mut largest: Vec<&model::TensorProto> = graph.initializer.iter().collect();
+    largest.sort_by_key(|t| std::cmp::Reverse(model::element_count(&t.dims)));
     Inspection {
         path: path.display().to_string(),
         size_bytes: size,
         ir_version: model.ir_version(),
         opsets: (model.opset_import.iter())
             .map(|o| Opset {
-                domain: if onnx::is_default_domain(o.domain()) {
+                domain: if model::is_default_domain(o.domain()) {
                     "ai.onnx".into()
                 } else {
                     o.domain().to_owned()
@@ -125,21 +125,17 @@ pub fn inspection(path: &Path, model: &ModelProto, size: usize) -> Inspection {
         nodes: graph.node.len(),
         operators: op_counts(model).into_iter().collect(),
         parameters: (graph.initializer.iter())
-            .map(|t| onnx::tensor::element_count(&t.dims).unwrap_or(0))
+            .map(|t| model::element_count(&t.dims).unwrap_or(0))
             .sum(),
         initializers: graph.initializer.len(),
-        initializer_bytes: graph
-            .initializer
-            .iter()
-            .map(onnx::tensor::payload_bytes)
-            .sum(),
+        initializer_bytes: graph.initializer.iter().map(model::payload_bytes).sum(),
         initializer_dtypes,
         largest: (largest.into_iter().take(LARGEST))
             .map(|t| Initializer {
                 name: t.name().to_owned(),
                 dtype: crate::format::dtype(t.elem_type()),
                 shape: t.dims.clone(),
-                elements: onnx::tensor::element_count(&t.dims).unwrap_or(0),
+                elements: model::element_count(&t.dims).unwrap_or(0),
             })
             .collect(),
     }
@@ -150,7 +146,7 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
     let mut out = String::new();
     let opsets: Vec<String> = (model.opset_import.iter())
         .map(|o| {
-            let domain = if onnx::is_default_domain(o.domain()) {
+            let domain = if model::is_default_domain(o.domain()) {
                 "ai.onnx"
             } else {
                 o.domain()
@@ -168,7 +164,7 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
         model.producer_name(),
         model.producer_version()
     );
-    let empty = onnx::GraphProto::default();
+    let empty = model::GraphProto::default();
     let graph = model.graph.as_ref().unwrap_or(&empty);
     let initializers: std::collections::HashSet<&str> =
         graph.initializer.iter().map(|t| t.name()).collect();
@@ -192,8 +188,8 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
     let mut parameters = 0usize;
     let mut bytes = 0usize;
     for t in &graph.initializer {
-        parameters += onnx::tensor::element_count(&t.dims).unwrap_or(0);
-        bytes += onnx::tensor::payload_bytes(t);
+        parameters += model::element_count(&t.dims).unwrap_or(0);
+        bytes += model::payload_bytes(t);
         *by_type.entry(type_name(t.elem_type())).or_default() += 1;
     }
     let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{t}: {n}")).collect();
@@ -204,8 +200,8 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
         megabytes(bytes),
         types.join(", ")
     );
-    let mut largest: Vec<&onnx::TensorProto> = graph.initializer.iter().collect();
-    largest.sort_by_key(|t| std::cmp::Reverse(onnx::tensor::element_count(&t.dims)));
+    let mut largest: Vec<&model::TensorProto> = graph.initializer.iter().collect();
+    largest.sort_by_key(|t| std::cmp::Reverse(model::element_count(&t.dims)));
     out.push_str("largest tensors:\n");
     for t in largest.into_iter().take(LARGEST) {
         let _ = writeln!(
@@ -214,7 +210,7 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
             t.name(),
             type_name(t.elem_type()),
             t.dims,
-            onnx::tensor::element_count(&t.dims).unwrap_or(0)
+            model::element_count(&t.dims).unwrap_or(0)
         );
     }
     out
@@ -225,7 +221,7 @@ pub fn summary(path: &Path, model: &ModelProto, size: usize) -> String {
 pub fn op_counts(model: &ModelProto) -> Vec<(String, usize)> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for n in model.graph.iter().flat_map(|g| &g.node) {
-        let name = if onnx::is_default_domain(n.domain()) {
+        let name = if model::is_default_domain(n.domain()) {
             n.op_type().to_owned()
         } else {
             format!("{}.{}", n.domain(), n.op_type())
@@ -261,15 +257,15 @@ pub fn precision(model: &ModelProto) -> Option<String> {
     let has_op = |test: &dyn Fn(&str) -> bool| {
         (ops.iter()).any(|(name, _)| test(name.rsplit('.').next().unwrap_or(name)))
     };
-    let empty = onnx::GraphProto::default();
+    let empty = model::GraphProto::default();
     let graph = model.graph.as_ref().unwrap_or(&empty);
-    let stored = |t: onnx::DataType| {
+    let stored = |t: model::DataType| {
         graph
             .initializer
             .iter()
             .any(|i| i.elem_type().known() == Some(t))
             || (graph.input.iter())
-                .any(|vi| onnx::declared_tensor(vi).is_some_and(|(e, _)| e.known() == Some(t)))
+                .any(|vi| model::declared_tensor(vi).is_some_and(|(e, _)| e.known() == Some(t)))
     };
     let labels: Vec<&str> = [
         ("INT4", has_op(&|op| op == "MatMulNBits")),
@@ -277,8 +273,8 @@ pub fn precision(model: &ModelProto) -> Option<String> {
             "INT8",
             has_op(&|op| INTEGER_OPS.contains(&op) || op.starts_with("QLinear")),
         ),
-        ("FP16", stored(onnx::DataType::Float16)),
-        ("BF16", stored(onnx::DataType::Bfloat16)),
+        ("FP16", stored(model::DataType::Float16)),
+        ("BF16", stored(model::DataType::Bfloat16)),
     ]
     .into_iter()
     .filter_map(|(label, holds)| holds.then_some(label))
@@ -288,10 +284,10 @@ pub fn precision(model: &ModelProto) -> Option<String> {
 
 /// `name TYPE [d0, d1, ...]`, symbolic dims by name (`?` when unnamed).
 pub fn value_info(vi: &ValueInfoProto) -> String {
-    let Some((elem, dims)) = onnx::declared_tensor(vi) else {
+    let Some((elem, dims)) = model::declared_tensor(vi) else {
         return format!("{} (not a tensor)", vi.name());
     };
-    let names = onnx::declared_dim_names(vi);
+    let names = model::declared_dim_names(vi);
     let dims = dims.map_or_else(
         || "(shape not declared)".to_owned(),
         |dims| {

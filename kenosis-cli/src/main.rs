@@ -29,7 +29,6 @@ mod error;
 mod format;
 mod inspect;
 mod model;
-mod op_loss;
 mod progress;
 mod quantize;
 mod report;

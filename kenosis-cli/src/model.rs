@@ -2,13 +2,11 @@
 
 use std::path::Path;
 
-use kenosis_quantize::onnx::ModelProto;
-use ort::session::{Session, SessionOutputs};
-use ort::value::DynValue;
+use kenosis_quantize::model::ModelProto;
 
 use crate::error::{Error, Result};
 
-/// The model at `path`, decoded (see `kenosis_quantize::onnx::decode`), and its size in
+/// The model at `path`, decoded (see `kenosis_quantize::model::decode`), and its size in
 /// bytes.
 ///
 /// # Errors
@@ -19,7 +17,7 @@ pub fn read(path: &Path) -> Result<(ModelProto, usize)> {
         source,
     })?;
     let model =
-        kenosis_quantize::onnx::decode(path, &bytes).map_err(kenosis_quantize::Error::from)?;
+        kenosis_quantize::model::decode(path, &bytes).map_err(kenosis_quantize::Error::from)?;
     Ok((model, bytes.len()))
 }
 
@@ -44,22 +42,4 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::io::Write::write_all(&mut tmp, bytes).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
-}
-
-/// The outputs of `session` (the model at `path`) on `inputs` (see
-/// `kenosis_quantize::calibrate::session::sample_inputs`).
-///
-/// # Errors
-/// [`Error::Kenosis`] naming the file when ONNX Runtime fails.
-pub fn run<'s>(
-    session: &'s mut Session,
-    path: &Path,
-    inputs: &[(String, DynValue)],
-) -> Result<SessionOutputs<'s>> {
-    let outputs = session
-        .run(kenosis_quantize::calibrate::session::borrowed(inputs))
-        .map_err(|e| {
-            kenosis_quantize::Error::runtime(path, kenosis_quantize::error::ort_failure(&e))
-        })?;
-    Ok(outputs)
 }

@@ -63,9 +63,8 @@ pub fn run(args: &Args) -> Result<()> {
     }
     // Decoded once, the encoded bytes dropped before quantizing (peak memory).
     let (model, size) = crate::model::read(&args.model)?;
-    let empty = kenosis_quantize::onnx::GraphProto::default();
-    let inputs =
-        kenosis_quantize::calibrate::data::input_specs(model.graph.as_ref().unwrap_or(&empty));
+    let empty = kenosis_quantize::model::GraphProto::default();
+    let inputs = kenosis_quantize::samples::input_specs(model.graph.as_ref().unwrap_or(&empty));
     let made = args.samples.make(&args.model, &inputs)?;
     let mut source = None;
     let calibration = match made {
@@ -87,7 +86,7 @@ pub fn run(args: &Args) -> Result<()> {
     // otherwise.
     let name = args.model.display().to_string();
     let spinner = crate::progress::spinner(&format!("quantizing {name}"));
-    let quantized = kenosis_quantize::pipeline::quantize_decoded_with_progress(
+    let quantized = kenosis_quantize::quantize_decoded_with_progress(
         &args.model,
         model,
         size,

@@ -1,7 +1,7 @@
 //! The samples people have, for `quantize` and `validate`: `--images DIR --preprocess SPEC`
-//! (read by the library, `kenosis_quantize::calibrate::images`), `--audio DIR
+//! (read by the library, `kenosis_quantize::samples::from_images`), `--audio DIR
 //! [--sample-rate HZ]` (see [`crate::audio`]) and, with the `text` feature, `--text FILE|DIR
-//! --tokenizer tokenizer.json [--max-len N]` (`kenosis_quantize::calibrate::text`). `.npy`
+//! --tokenizer tokenizer.json [--max-len N]` (`kenosis_quantize::samples::from_text`). `.npy`
 //! folders (`--calibration`, `--data`) are read by the library itself.
 
 use std::collections::BTreeMap;
@@ -9,8 +9,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use kenosis_options::preprocess::ImagePreprocess;
-use kenosis_quantize::calibrate::data::InputSpec;
-use kenosis_quantize::calibrate::CalibrationData;
+use kenosis_quantize::samples::CalibrationData;
+use kenosis_quantize::samples::InputSpec;
 use serde::Serialize;
 
 use crate::error::Result;
@@ -155,8 +155,8 @@ impl SampleArgs {
     ///
     /// # Errors
     /// [`crate::error::Error::Input`] naming the folder, file, tokenizer or model (see
-    /// `kenosis_quantize::calibrate::images::samples`, [`crate::audio::samples`] and
-    /// `kenosis_quantize::calibrate::text::samples`).
+    /// `kenosis_quantize::samples::from_images`, [`crate::audio::samples`] and
+    /// `kenosis_quantize::samples::from_text`).
     pub fn make(
         &self,
         model: &Path,
@@ -164,7 +164,7 @@ impl SampleArgs {
     ) -> Result<Option<(CalibrationData, Source)>> {
         if let (Some(dir), Some(spec)) = (&self.images, &self.preprocess) {
             let bar = crate::progress::spinner("decoding images");
-            let made = kenosis_quantize::calibrate::images::samples(dir, spec, model, inputs);
+            let made = kenosis_quantize::samples::from_images(dir, spec, model, inputs);
             bar.finish_and_clear();
             let (data, spec) = made?;
             let source = Source::Images {
@@ -185,13 +185,8 @@ impl SampleArgs {
         }
         #[cfg(feature = "text")]
         if let (Some(path), Some(tokenizer)) = (&self.text, &self.tokenizer) {
-            let (data, max_len) = kenosis_quantize::calibrate::text::samples(
-                path,
-                tokenizer,
-                self.max_len,
-                model,
-                inputs,
-            )?;
+            let (data, max_len) =
+                kenosis_quantize::samples::from_text(path, tokenizer, self.max_len, model, inputs)?;
             let source = Source::Text {
                 path: path.clone(),
                 tokenizer: tokenizer.clone(),

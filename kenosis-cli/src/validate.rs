@@ -4,31 +4,24 @@
 //! labelled by what the model holds (`crate::inspect::precision`), else by its file name.
 //!
 //! Agreement is measured as the build's fidelity check measures it (see
-//! `kenosis_quantize::fidelity`): per sample the cosine similarity of every float output both
-//! models have, the sample counting with its worst output, and the argmax of the first such
-//! output. Latency is the median of interleaved single-thread runs of both models on one
-//! sample (see `kenosis_quantize::speed`), at ONNX Runtime's full graph optimizations, as
-//! programs run them.
+//! `kenosis_quantize::compare::agreement`). Latency is the median of interleaved runs of both
+//! models on one sample (`kenosis_quantize::compare::latency`), at ONNX Runtime's full graph
+//! optimizations, as programs run them.
 //!
 //! Below the table, the ops that lose the most fidelity, one line each: the activations
 //! both models share compared tensor by tensor on the first few samples, as ONNX Runtime's
-//! QDQ debugging tool does (see [`crate::op_loss`]).
+//! QDQ debugging tool does (see `kenosis_quantize::compare::attribute`).
 
 use std::path::{Path, PathBuf};
 
-use kenosis_quantize::calibrate::data::input_specs;
-use kenosis_quantize::calibrate::session::{sample_inputs, session};
-use kenosis_quantize::calibrate::SampleValue;
-use kenosis_quantize::onnx::ModelProto;
+use kenosis_quantize::compare::{self, Attribution, Model, OpLoss};
+use kenosis_quantize::samples::input_specs;
 use kenosis_quantize::{Calibration, QuantizeOptions};
-use ort::session::builder::GraphOptimizationLevel;
-use prost::Message;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::Format;
 use crate::inspect::megabytes;
-use crate::op_loss::{Attribution, OpLoss};
 use crate::samples::DataSource;
 
 /// The width of the table's two model columns, wider for a longer label.
@@ -161,89 +154,6 @@ pub struct OpLossJson {
     pub loss: f64,
 }
 
-/// Agreement over the samples.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Agreement {
-    /// Samples compared.
-    pub samples: usize,
-    /// Mean over samples of each sample's worst output cosine.
-    pub mean_cosine: f64,
-    /// The worst sample's.
-    pub min_cosine: f64,
-    /// Samples whose first float output has the same argmax in both models.
-    pub top1_agree: usize,
-    /// One-sided 95% lower confidence bound of `mean_cosine` (see [`Measured`]).
-    pub cosine_lower_bound: f64,
-    /// Why the figures say nothing about the model, when they do not: see [`Uninformative`].
-    pub uninformative: Option<Uninformative>,
-}
-
-/// Why an agreement says nothing: the FP32 model's first compared output does not depend on
-/// the samples, so any model that outputs the same agrees (a saturated Softmax on synthetic
-/// inputs of the wrong range, a dead branch).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Uninformative {
-    /// The output holds one value repeated, on every sample.
-    Constant {
-        /// The output's name.
-        output: String,
-    },
-    /// The output is the same on every sample (two or more samples).
-    SameOnEverySample {
-        /// The output's name.
-        output: String,
-    },
-}
-
-impl std::fmt::Display for Uninformative {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Constant { output } => write!(
-                f,
-                "the FP32 model's output `{output}` holds one value repeated on every sample"
-            ),
-            Self::SameOnEverySample { output } => write!(
-                f,
-                "the FP32 model's output `{output}` is the same on every sample (saturated)"
-            ),
-        }
-    }
-}
-
-/// Relative difference (to the output's largest magnitude) below which two values count as
-/// the same in [`uninformative`].
-const SAME: f32 = 1e-6;
-
-/// Whether the FP32 outputs `first` (the first compared output of each sample, named
-/// `output`) depend on the samples; see [`Uninformative`].
-fn uninformative(output: &str, first: &[&Vec<f32>]) -> Option<Uninformative> {
-    let scale = |v: &[f32]| {
-        v.iter()
-            .fold(0f32, |m, x| m.max(x.abs()))
-            .max(f32::MIN_POSITIVE)
-    };
-    let constant = |v: &[f32]| {
-        let s = scale(v);
-        v.iter().all(|x| (x - v[0]).abs() <= SAME * s)
-    };
-    if !first.is_empty() && first.iter().all(|v| v.is_empty() || constant(v)) {
-        return Some(Uninformative::Constant {
-            output: output.to_owned(),
-        });
-    }
-    let base = first.first()?;
-    let s = scale(base);
-    let same = |v: &&Vec<f32>| {
-        v.len() == base.len()
-            && v.iter()
-                .zip(base.iter())
-                .all(|(x, y)| (x - y).abs() <= SAME * s)
-    };
-    (first.len() >= 2 && first.iter().all(same)).then(|| Uninformative::SameOnEverySample {
-        output: output.to_owned(),
-    })
-}
-
 /// Compares the two models and prints the table.
 ///
 /// # Errors
@@ -252,7 +162,7 @@ fn uninformative(output: &str, first: &[&Vec<f32>]) -> Option<Uninformative> {
 pub fn run(args: &Args) -> Result<()> {
     let (fp32, size_fp32) = crate::model::read(&args.fp32)?;
     let (int8, size_int8) = crate::model::read(&args.int8)?;
-    let normalized = kenosis_quantize::pipeline::normalize_decoded(&args.fp32, fp32.clone())?;
+    let normalized = kenosis_quantize::normalize_decoded(&args.fp32, fp32.clone())?;
     let specs = input_specs(normalized.graph());
     // With --images or --text, where the samples came from, as read.
     let mut source = None;
@@ -264,7 +174,7 @@ pub fn run(args: &Args) -> Result<()> {
         (None, Some(dir)) => Calibration::NpyDir(dir.clone()),
         (None, None) => Calibration::Synthetic,
     };
-    let (data, synthetic_image_ranges) = kenosis_quantize::pipeline::calibration_data(
+    let (data, synthetic_image_ranges) = kenosis_quantize::samples::calibration_data(
         &calibration,
         normalized.model(),
         &specs,
@@ -272,22 +182,29 @@ pub fn run(args: &Args) -> Result<()> {
         &args.fp32,
     )?;
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let agreement = agreement(&args.fp32, &fp32, &args.int8, &int8, &names, &data.samples)?;
+    let a = Model {
+        path: &args.fp32,
+        proto: &fp32,
+    };
+    let b = Model {
+        path: &args.int8,
+        proto: &int8,
+    };
+    let bar = crate::progress::bar(2 * data.samples.len(), "");
+    let agreement = compare::agreement(a, b, &names, &data.samples, &mut |p| {
+        bar.set_message(p.what.to_owned());
+        bar.set_position(p.done as u64);
+    });
+    bar.finish_and_clear();
+    let agreement = agreement?;
     let sample = data.samples.last().map(Vec::as_slice).unwrap_or_default();
-    // The timing reports no progress per run (`kenosis_quantize::speed` takes no callback).
+    // The timing reports no progress per run (`compare::latency` takes no callback).
     let spinner = crate::progress::spinner(&format!(
         "timing {} interleaved runs of each model",
         args.timed.max(1)
     ));
     let threads = usize::from(args.threads);
-    let timed = kenosis_quantize::speed::measure_runs(
-        &fp32,
-        &int8,
-        &names,
-        sample,
-        &args.fp32,
-        (args.timed, threads),
-    );
+    let timed = compare::latency(a, b, &names, sample, (args.timed, threads));
     let cpu = kenosis_request::kernels::cpu_name();
     spinner.finish_and_clear();
     let (fp32_ms, int8_ms) = timed?;
@@ -296,14 +213,17 @@ pub fn run(args: &Args) -> Result<()> {
     });
     // Run after the table is printed in text, so that it shows while the ops are ranked.
     let attribute = || {
-        crate::op_loss::attribute(
-            &args.fp32,
-            normalized.model(),
-            &args.int8,
-            &int8,
-            &names,
-            &data.samples,
-        )
+        let bar = crate::progress::bar(data.samples.len().min(compare::ATTRIBUTION_SAMPLES), "");
+        let fp32 = Model {
+            path: &args.fp32,
+            proto: normalized.model(),
+        };
+        let attribution = compare::attribute(fp32, b, &names, &data.samples, &mut |p| {
+            bar.set_message(p.what.to_owned());
+            bar.set_position(p.done as u64);
+        });
+        bar.finish_and_clear();
+        attribution
     };
     if args.format == Format::Json {
         return crate::format::print_json(&Validation {
@@ -460,96 +380,4 @@ fn print_op_losses(attribution: &Attribution, total: usize, other: &Path) {
             op.loss()
         );
     }
-}
-
-/// The agreement of `int8` with `fp32` on `samples` (inputs `names`).
-///
-/// # Errors
-/// [`Error::Kenosis`] when ONNX Runtime fails; [`Error::Mismatch`] when the models share no
-/// float output.
-pub fn agreement(
-    fp32_path: &Path,
-    fp32: &ModelProto,
-    int8_path: &Path,
-    int8: &ModelProto,
-    names: &[String],
-    samples: &[Vec<SampleValue>],
-) -> Result<Agreement> {
-    let bar = crate::progress::bar(2 * samples.len(), "");
-    let outputs = |path: &Path, model: &ModelProto| -> Result<Vec<NamedOutputs>> {
-        bar.set_message(format!("running {} on the samples", path.display()));
-        let mut s = session(path, model.encode_to_vec(), GraphOptimizationLevel::All, 1)?;
-        samples
-            .iter()
-            .map(|sample| {
-                bar.inc(1);
-                let inputs = sample_inputs(names, sample, path)?;
-                let out = crate::model::run(&mut s, path, &inputs)?;
-                Ok(out
-                    .iter()
-                    .filter_map(|(name, v)| {
-                        let (_, values) = v.try_extract_tensor::<f32>().ok()?;
-                        Some((name.to_owned(), values.to_vec()))
-                    })
-                    .collect())
-            })
-            .collect()
-    };
-    let ran = outputs(fp32_path, fp32).and_then(|a| Ok((a, outputs(int8_path, int8)?)));
-    bar.finish_and_clear();
-    let (a, b) = ran?;
-    let mut cosines = Vec::new();
-    let mut top1_agree = 0;
-    // The first compared output of FP32 on each sample, and its name.
-    let mut first_outputs: Vec<&Vec<f32>> = Vec::new();
-    let mut first_name = "";
-    for (a, b) in a.iter().zip(&b) {
-        let shared: Vec<(&str, &Vec<f32>, &Vec<f32>)> = (a.iter())
-            .filter_map(|(name, x)| {
-                (b.iter().find(|(n, _)| n == name)).map(|(_, y)| (name.as_str(), x, y))
-            })
-            .collect();
-        let Some(&(name, first_a, first_b)) = shared.first() else {
-            return Err(Error::Mismatch(format!(
-                "{} and {} share no float output to compare",
-                fp32_path.display(),
-                int8_path.display()
-            )));
-        };
-        let worst = (shared.iter())
-            .map(|(_, x, y)| kenosis_quantize::fidelity::cosine(x, y))
-            .fold(f64::INFINITY, f64::min);
-        cosines.push(worst);
-        top1_agree += usize::from(argmax(first_a) == argmax(first_b));
-        first_outputs.push(first_a);
-        first_name = name;
-    }
-    let n = cosines.len().max(1) as f64;
-    let mean_cosine = cosines.iter().sum::<f64>() / n;
-    let cosine_lower_bound = if cosines.len() < 2 {
-        mean_cosine
-    } else {
-        let variance = (cosines.iter())
-            .map(|c| (c - mean_cosine).powi(2))
-            .sum::<f64>()
-            / (n - 1.0);
-        mean_cosine - 1.645 * variance.sqrt() / n.sqrt()
-    };
-    Ok(Agreement {
-        samples: cosines.len(),
-        mean_cosine,
-        min_cosine: cosines.iter().copied().fold(f64::INFINITY, f64::min),
-        top1_agree,
-        cosine_lower_bound,
-        uninformative: uninformative(first_name, &first_outputs),
-    })
-}
-
-/// One sample's float outputs, by output name.
-type NamedOutputs = Vec<(String, Vec<f32>)>;
-
-fn argmax(v: &[f32]) -> Option<usize> {
-    (v.iter().enumerate())
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map(|(i, _)| i)
 }

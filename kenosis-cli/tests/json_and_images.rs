@@ -503,16 +503,9 @@ fn report_prints_the_manifest_and_each_report_as_json() {
 fn minilm_from_text_matches_the_npy_path() {
     use kenosis_eval::prose::{licence_files, minilm_tokenizer_path, windows, LICENSES_DIR};
 
-    let fp32 = kenosis_eval::fetched_models_dir().join("paraphrase-MiniLM-L3-v2.onnx");
-    if !fp32.is_file() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} not found (CI=true: refusing to skip)",
-            fp32.display()
-        );
-        eprintln!("note: skipping, {} not fetched", fp32.display());
+    let Some(fp32) = kenosis_eval::fetched_model("paraphrase-MiniLM-L3-v2.onnx") else {
         return;
-    }
+    };
     let Some(texts) = licence_files(&["Apache-2.0", "MPL-2.0"]) else {
         return;
     };

@@ -23,6 +23,28 @@ pub fn fetched_models_dir() -> PathBuf {
         .unwrap_or_else(|| target_dir().join("kenosis-models"))
 }
 
+/// The fetched model `file` in [`fetched_models_dir`]; `None`, with a note on stderr, when it
+/// was not fetched, for a test to skip.
+///
+/// # Panics
+/// When it is missing under `CI=true`: CI fetches every model, so a skip would hide a failure.
+pub fn fetched_model(file: &str) -> Option<PathBuf> {
+    let path = fetched_models_dir().join(file);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{} not found (CI=true: refusing to skip; run ../shared/fetch-models.sh)",
+        path.display()
+    );
+    eprintln!(
+        "note: skipping, {} not fetched (../shared/fetch-models.sh)",
+        path.display()
+    );
+    None
+}
+
 /// The workspace's target folder as cargo resolves it (`CARGO_TARGET_DIR`, `build.target-dir`
 /// of a config file, else `<workspace>/target`): `cargo metadata`'s `target_directory`, asked
 /// once per process. Tests put every folder of their own under it.

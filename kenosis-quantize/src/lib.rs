@@ -34,12 +34,21 @@
 //! where `ORT_LIB_PATH` is unset; offline builds turn default features off and set
 //! `ORT_LIB_PATH` (see the Kenosis README).
 
+//! Beyond quantizing, the public modules serve tools of their own as they serve the `kenosis`
+//! command: [`model`] (ONNX's types, decoding), [`samples`] (inputs made from `.npy` files,
+//! images or text), [`compare`] (a model against its FP32 original: agreement, the ops
+//! losing fidelity, latency) and [`cast`] (16-bit weights).
+
+// Public items are documented; hidden modules are not part of the API.
+#![warn(missing_docs)]
+
 // The modules, in layering order: leaves, then the stages of one model's way through the
 // crate, each using only those before it (`cargo xtask layers` checks it), then `serve`,
-// which answers a build's request. The stages are public but hidden from the docs, for
-// Kenosis's own command, tests, benchmark and fuzz targets: not a public API, anything they
-// hold changes without notice. The public API is the items re-exported below. One group
-// each, so that rustfmt keeps this order.
+// which answers a build's request, then the public modules that re-export what users need.
+// The stages are public but hidden from the docs, for Kenosis's tests, benchmark and fuzz
+// targets: not a public API, anything they hold changes without notice (the `kenosis`
+// command uses only the public API; `cargo xtask layers` checks that too). One group each,
+// so that rustfmt keeps this order.
 
 // Leaves.
 mod parallel;
@@ -77,6 +86,8 @@ pub mod fidelity;
 #[doc(hidden)]
 pub mod speed;
 
+pub mod compare;
+
 #[doc(hidden)]
 pub mod report;
 
@@ -84,7 +95,6 @@ pub mod report;
 pub mod pipeline;
 
 // `kenosis cast`: decodes and reads external data as the pipeline does.
-#[doc(hidden)]
 pub mod cast;
 
 #[doc(hidden)]
@@ -92,6 +102,11 @@ pub mod kernel_bench;
 
 #[doc(hidden)]
 pub mod serve;
+
+// The public faces of the stages.
+pub mod model;
+
+pub mod samples;
 
 #[cfg(test)]
 mod test_support;
@@ -105,8 +120,10 @@ pub use kenosis_request::kernels::Evaluation;
 pub use kenosis_request::options::QuantizeOptions;
 pub use kenosis_request::{Error, OrtFailure, Result, IDENTITY};
 pub use normalize::NormalizeSummary;
+pub use normalize::Normalized;
 pub use pipeline::{
-    quantize, quantize_file, quantize_with_progress, Calibration, Quantized, Stage,
+    normalize_decoded, quantize, quantize_decoded, quantize_decoded_with_progress, quantize_file,
+    quantize_with_progress, Calibration, Quantized, Stage,
 };
 pub use quantize::plan::FloatNode;
 pub use quantize::reason::FloatReason;

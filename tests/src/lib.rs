@@ -18,3 +18,24 @@ pub fn summary_lines(build: &str, model: &str) -> usize {
 pub fn any_summary_lines(build: &str) -> usize {
     build.matches("kenosis: quantized ").count() + build.matches("kenosis: kept ").count()
 }
+
+/// The newest `out/<file>` that a build script of a package whose build folder name contains
+/// `package` wrote under `build_dir` (`<target>/debug/build`), e.g. the fixture's
+/// `kenosis-manifest.json`; `None` when there is none.
+pub fn newest_build_output(
+    build_dir: &std::path::Path,
+    package: &str,
+    file: &str,
+) -> Option<std::path::PathBuf> {
+    std::fs::read_dir(build_dir)
+        .ok()?
+        .filter_map(|e| {
+            let path = e.ok()?.path().join("out").join(file);
+            let modified = path.metadata().ok()?.modified().ok()?;
+            path.to_string_lossy()
+                .contains(package)
+                .then_some((modified, path))
+        })
+        .max()
+        .map(|(_, path)| path)
+}

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_eval::{fetched_models_dir, imagenet_files, shared_dir};
+use kenosis_eval::{imagenet_files, shared_dir};
 use kenosis_manifest::{Manifest, ModelEntry};
 use kenosis_options::preprocess::{ImagePreprocess, Size};
 use kenosis_quantize::calibrate::SampleValue;
@@ -38,18 +38,12 @@ fn build(dir: &Path, cache: &Path) -> (bool, String) {
 
 /// The manifest the fixture's build script wrote last.
 fn manifest() -> Manifest {
-    let newest = std::fs::read_dir(target_dir().join("debug/build"))
-        .expect("a build folder")
-        .filter_map(|e| {
-            let path = e.ok()?.path().join("out/kenosis-manifest.json");
-            let modified = path.metadata().ok()?.modified().ok()?;
-            path.to_string_lossy()
-                .contains("discover-fixture")
-                .then_some((modified, path))
-        })
-        .max()
-        .expect("a manifest was written")
-        .1;
+    let newest = kenosis_tests::newest_build_output(
+        &target_dir().join("debug/build"),
+        "discover-fixture",
+        "kenosis-manifest.json",
+    )
+    .expect("a manifest was written");
     Manifest::read(&newest).expect("the manifest reads")
 }
 
@@ -199,16 +193,9 @@ fn images_named_at_the_call_site_calibrate_as_their_npy_files_do() {
 
 #[test]
 fn text_named_at_the_call_site_calibrates_as_its_token_windows_do() {
-    let fp32 = fetched_models_dir().join("paraphrase-MiniLM-L3-v2.onnx");
-    if !fp32.is_file() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} not found (CI=true: refusing to skip)",
-            fp32.display()
-        );
-        eprintln!("note: skipping, {} not fetched", fp32.display());
+    let Some(fp32) = kenosis_eval::fetched_model("paraphrase-MiniLM-L3-v2.onnx") else {
         return;
-    }
+    };
     let Some(texts) = kenosis_eval::prose::licence_files(&["Apache-2.0"]) else {
         return;
     };

@@ -39,20 +39,13 @@ fn target_dir() -> PathBuf {
 
 /// The manifest the fixture's build script wrote last.
 fn manifest() -> Manifest {
-    let build = target_dir().join("debug/build");
-    let newest = std::fs::read_dir(&build)
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.ok()?.path().join("out/kenosis-manifest.json");
-            let modified = path.metadata().ok()?.modified().ok()?;
-            path.to_string_lossy()
-                .contains("discover-fixture")
-                .then_some((modified, path))
-        })
-        .max()
-        .expect("a manifest was written")
-        .1;
-    Manifest::read(&newest).unwrap()
+    let newest = kenosis_tests::newest_build_output(
+        &target_dir().join("debug/build"),
+        "discover-fixture",
+        "kenosis-manifest.json",
+    )
+    .expect("a manifest was written");
+    Manifest::read(&newest).expect("the manifest reads")
 }
 
 fn entries(m: &Manifest) -> Vec<(String, String)> {

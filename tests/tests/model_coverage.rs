@@ -20,19 +20,6 @@ use ndarray::{Array4, ArrayD, IxDyn};
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::Session;
 
-/// A model fetched by `fetch-models.sh`, or `None` (skip) outside CI.
-fn fetched(name: &str) -> Option<PathBuf> {
-    let path = Some(fetched_models_dir().join(name)).filter(|p| p.is_file());
-    if path.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{name} not found (CI=true: refusing to skip; run ../shared/fetch-models.sh)"
-        );
-        eprintln!("note: skipping, {name} not fetched (../shared/fetch-models.sh)");
-    }
-    path
-}
-
 /// How many Convs `graph` has.
 fn convs_in(graph: &kenosis_quantize::onnx::GraphProto) -> usize {
     graph.node.iter().filter(|n| n.op_type() == "Conv").count()
@@ -128,7 +115,7 @@ fn paddle_det(c: usize, v: f32) -> f32 {
 /// real inputs of `h`x`w`. Returns the mean cosine of the main output.
 fn ppocr(name: &str, h: u32, w: u32) -> Option<f64> {
     let shared = shared_dir()?;
-    let path = fetched(name)?;
+    let path = fetched_model(name)?;
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
     // Normalized photographs, not pixels: the stem Convs say so (see `image_range`).
     assert_eq!(
@@ -171,7 +158,7 @@ fn ppocr_cls_stays_close_with_synthetic_calibration() {
 #[test]
 fn ppocr_cls_runs_large_isolated_depthwise_convs_in_fp32_and_stays_close() {
     let Some(shared) = shared_dir() else { return };
-    let Some(path) = fetched("ppocr-mobile-v2-cls.onnx") else {
+    let Some(path) = fetched_model("ppocr-mobile-v2-cls.onnx") else {
         return;
     };
     let files = coco_files(&shared);
@@ -337,7 +324,7 @@ fn se_convs(graph: &kenosis_quantize::onnx::GraphProto) -> HashSet<&str> {
 #[test]
 #[ignore = "target not reached; see the doc comment and docs/benchmarks.md"]
 fn ppocr_det_stays_close_with_synthetic_calibration() {
-    let (Some(shared), Some(path)) = (shared_dir(), fetched("ppocr-v4-det.onnx")) else {
+    let (Some(shared), Some(path)) = (shared_dir(), fetched_model("ppocr-v4-det.onnx")) else {
         return;
     };
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
@@ -365,7 +352,7 @@ fn ppocr_det_stays_close_with_synthetic_calibration() {
 
 #[test]
 fn ppocr_det_quantizes_constants_and_transposed_convs() {
-    let Some(path) = fetched("ppocr-v4-det.onnx") else {
+    let Some(path) = fetched_model("ppocr-v4-det.onnx") else {
         return;
     };
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
@@ -515,7 +502,7 @@ fn sentences() -> Vec<Vec<i64>> {
 
 #[test]
 fn minilm_sentence_embeddings_stay_close_and_embeddings_are_quantized() {
-    let Some(path) = fetched("paraphrase-MiniLM-L3-v2.onnx") else {
+    let Some(path) = fetched_model("paraphrase-MiniLM-L3-v2.onnx") else {
         return;
     };
     // The static placement (the dynamic one has its test in transformer_prose.rs).
@@ -659,7 +646,7 @@ fn with_written_out_layer_norms(model: &[u8]) -> Vec<u8> {
 /// model, its INT8 build, and the embedding cosine of the shipped model's own INT8 build (to
 /// compare with). `None` when MiniLM was not fetched.
 fn minilm_rewritten(rewrite: impl Fn(&[u8]) -> Vec<u8>) -> Option<(Vec<u8>, Quantized, f64)> {
-    let path = fetched("paraphrase-MiniLM-L3-v2.onnx")?;
+    let path = fetched_model("paraphrase-MiniLM-L3-v2.onnx")?;
     let (fp32, q) = quantize_with(&path, Calibration::Synthetic);
     let rewritten = rewrite(&fp32);
     let qr = quantize(&path, &rewritten, &Calibration::Synthetic, &untimed())
@@ -781,7 +768,7 @@ fn minilm_with_tanh_gelus_runs_them_as_fast_gelu() {
 
 #[test]
 fn silero_vad_runs_and_matches_with_control_flow_left_fp32() {
-    let Some(path) = fetched("silero_vad.onnx") else {
+    let Some(path) = fetched_model("silero_vad.onnx") else {
         return;
     };
     // Symbolic audio length probed (16 samples is too short for its STFT padding), and the

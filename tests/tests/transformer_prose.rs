@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
-use kenosis_eval::{fetched_models_dir, run_sample, session};
+use kenosis_eval::{fetched_model, run_sample, session};
 use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
 use kenosis_quantize::fidelity::cosine;
 use kenosis_quantize::quantize::reason::Unplannable;
@@ -18,18 +18,6 @@ use ort::session::builder::GraphOptimizationLevel;
 
 /// Tokens per window: `[CLS]`, 62 tokens of running text, `[SEP]`.
 const TOKENS: usize = 64;
-
-fn fetched(name: &str) -> Option<PathBuf> {
-    let path = Some(fetched_models_dir().join(name)).filter(|p| p.is_file());
-    if path.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{name} not found (CI=true: refusing to skip; run ../shared/fetch-models.sh)"
-        );
-        eprintln!("note: skipping, {name} not fetched (../shared/fetch-models.sh)");
-    }
-    path
-}
 
 /// The defaults of a build for this machine's CPU class, as `-C target-cpu=native` gives
 /// them: on an x86 CPU with VNNI, the VNNI class and 8-bit weights.
@@ -107,7 +95,7 @@ fn build_and_check(options: &QuantizeOptions) {
 
 /// The model, 50 calibration windows and 100 evaluation windows; `None` to skip.
 fn minilm_and_prose() -> Option<(PathBuf, CalibrationData, Vec<Vec<SampleValue>>)> {
-    let path = fetched("paraphrase-MiniLM-L3-v2.onnx")?;
+    let path = fetched_model("paraphrase-MiniLM-L3-v2.onnx")?;
     let calib_files = prose::licence_files(&CALIBRATION_TEXTS)?;
     let eval_files = prose::licence_files(&EVALUATION_TEXTS)?;
     let tokenizer = prose::minilm_tokenizer_path();

@@ -18,7 +18,7 @@ pub fn tensor_info(name: &str, elem_type: i32, dims: Option<Vec<Option<i64>>>) -
 /// `None` for types the manifest does not pass through (undefined, complex, bfloat16, the 8-,
 /// 6-, 4- and 2-bit types, codes `onnx.proto` does not define), which a graph input or output
 /// then records as `f32`.
-fn element_type(code: i32) -> Option<ElementType> {
+pub fn element_type(code: i32) -> Option<ElementType> {
     Some(match code {
         1 => ElementType::F32,
         2 => ElementType::U8,

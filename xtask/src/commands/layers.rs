@@ -16,6 +16,10 @@
 //!   facade of its children, is not their sibling: `mod.rs` re-exports and children use
 //!   its shared helpers).
 //!
+//! The `kenosis` command (`kenosis-cli`) is the binary over the quantizer's library: its
+//! non-test code names no module that `kenosis-quantize`'s root declares `#[doc(hidden)]`
+//! (see [`hidden_uses`]).
+//!
 //! Dependencies are the `crate::`, `super::` and `self::` paths in `use` items and in code,
 //! resolved to the longest module prefix (a name the crate root imports from another crate
 //! is no module of its own, and is not checked here); `$crate` paths inside `macro_rules!`
@@ -96,12 +100,17 @@ const MODULES: &[(&str, &[(&str, Layer)])] = &[
             ("quantize", Layer::Stage),
             ("fidelity", Layer::Stage),
             ("speed", Layer::Stage),
+            // A model against its FP32 original, for `kenosis validate` and users' tools.
+            ("compare", Layer::Stage),
             ("report", Layer::Stage),
             ("pipeline", Layer::Stage),
             // `kenosis cast`: decodes and reads external data as the pipeline does.
             ("cast", Layer::Stage),
             ("kernel_bench", Layer::Stage),
             ("serve", Layer::Stage),
+            // The public faces of the stages: re-exports only.
+            ("model", Layer::Stage),
+            ("samples", Layer::Stage),
         ],
     ),
     (
@@ -135,6 +144,9 @@ pub fn run(_args: Args) -> Result<ExitCode> {
         let found = check(&root.join(krate).join("src"), layers)?;
         violations.extend(found.into_iter().map(|v| format!("{krate}: {v}")));
     }
+    let hidden = hidden_modules(&root.join("kenosis-quantize/src/lib.rs"))?;
+    let found = hidden_uses(&root.join("kenosis-cli/src"), "kenosis_quantize", &hidden)?;
+    violations.extend(found.into_iter().map(|v| format!("kenosis-cli: {v}")));
     if violations.is_empty() {
         eprintln!("xtask: Kenosis's crates and the modules of its build path depend one way");
         return Ok(ExitCode::SUCCESS);
@@ -272,6 +284,54 @@ pub fn check(src: &Path, layers: &[(&str, Layer)]) -> Result<Vec<String>> {
         violations.push(format!("cycle: {}", names.join(" -> ")));
     }
     Ok(violations)
+}
+
+/// The top-level modules a crate root (`lib`) declares public but `#[doc(hidden)]`: not part
+/// of its API.
+fn hidden_modules(lib: &Path) -> Result<BTreeSet<String>> {
+    let text =
+        std::fs::read_to_string(lib).with_context(|| format!("reading {}", lib.display()))?;
+    let ast = syn::parse_file(&text).with_context(|| format!("parsing {}", lib.display()))?;
+    let hidden = |attrs: &[syn::Attribute]| {
+        attrs.iter().any(|a| {
+            a.path().is_ident("doc") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "hidden")
+        })
+    };
+    Ok((ast.items.iter())
+        .filter_map(|item| match item {
+            syn::Item::Mod(m) if hidden(&m.attrs) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The paths of the non-test code under `src` into a module of crate `krate` that is in
+/// `hidden`, one line each (file and path): the crate's API is all such code may use.
+fn hidden_uses(src: &Path, krate: &str, hidden: &BTreeSet<String>) -> Result<Vec<String>> {
+    let mut violations = BTreeSet::new();
+    for file in modules(src)?.into_values() {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let ast = syn::parse_file(&text).with_context(|| format!("parsing {}", file.display()))?;
+        let mut paths = Paths::default();
+        paths.visit_file(&ast);
+        for (_, path) in paths.found {
+            if path.first().is_some_and(|c| c == krate)
+                && path.get(1).is_some_and(|m| hidden.contains(m))
+            {
+                let name = file
+                    .strip_prefix(src)
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                violations.insert(format!(
+                    "{name} uses {}, a module hidden from {krate}'s API",
+                    path.join("::")
+                ));
+            }
+        }
+    }
+    Ok(violations.into_iter().collect())
 }
 
 /// `edges` between siblings: an edge from `a::x::y` to `a::z` is one from `a::x` to `a::z`;
@@ -652,6 +712,42 @@ mod tests {
         }
         let v = crate_violations(&workspace_dependencies().unwrap());
         assert!(v.is_empty(), "{v:#?}");
+        let root = crate::workspace_root();
+        let hidden = hidden_modules(&root.join("kenosis-quantize/src/lib.rs")).unwrap();
+        assert!(hidden.contains("calibrate"), "{hidden:?}");
+        let v = hidden_uses(&root.join("kenosis-cli/src"), "kenosis_quantize", &hidden).unwrap();
+        assert!(v.is_empty(), "{v:#?}");
+    }
+
+    #[test]
+    fn a_path_into_a_hidden_module_is_reported_and_test_code_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            &[
+                (
+                    "q/lib.rs",
+                    "#[doc(hidden)]\npub mod stage;\npub mod api;\nmod private;",
+                ),
+                (
+                    "cli/main.rs",
+                    "use q::api::f; mod run; fn g() { q::stage::h() } \
+                     #[cfg(test)] mod tests { use q::stage::t; }",
+                ),
+                ("cli/run.rs", "use q::{api, stage::{self, k}};"),
+            ],
+        );
+        let hidden = hidden_modules(&dir.path().join("q/lib.rs")).unwrap();
+        assert_eq!(hidden, BTreeSet::from(["stage".to_owned()]));
+        let v = hidden_uses(&dir.path().join("cli"), "q", &hidden).unwrap();
+        assert_eq!(
+            v,
+            [
+                "main.rs uses q::stage::h, a module hidden from q's API",
+                "run.rs uses q::stage, a module hidden from q's API",
+                "run.rs uses q::stage::k, a module hidden from q's API",
+            ]
+        );
     }
 
     #[test]

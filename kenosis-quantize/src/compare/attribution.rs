@@ -1,6 +1,6 @@
-//! The ops that lose the most fidelity, for `kenosis validate`: the activations both models
-//! share compared tensor by tensor, and each FP32 node charged with what its output loses
-//! beyond its inputs.
+//! The ops that lose the most fidelity (what `kenosis validate` lists): the activations both
+//! models share compared tensor by tensor, and each FP32 node charged with what its output
+//! loses beyond its inputs.
 //!
 //! The method is that of ONNX Runtime's QDQ debugging tool
 //! (`onnxruntime/python/tools/quantization/qdq_loss_debug.py`: `collect_activations` exposes
@@ -15,11 +15,10 @@
 //!   `DequantizeLinear`), the dequantized value, the one its consumers read, stands for it
 //!   (the tool's "post-QDQ" activation), so an op is charged for its output's rounding.
 //! - Both models run with graph optimizations off, the shared tensors exposed as outputs
-//!   (`kenosis_quantize::calibrate::session::encode_with_observed_outputs`, as calibration
-//!   exposes tensors), on at most [`SAMPLES`] samples, each sample's activations folded into
+//!   (as calibration exposes tensors), on at most [`ATTRIBUTION_SAMPLES`] samples, each sample's activations folded into
 //!   running sums and dropped before the next.
 //! - Per shared tensor: the mean over samples of the cosine similarity of the flattened
-//!   tensors (`kenosis_quantize::fidelity::cosine`).
+//!   tensors ([`cosine`]).
 //! - Per node whose output is shared: its loss is the lowest cosine among its float inputs
 //!   (1 for graph inputs and initializers; an input the other model does not share counts
 //!   with the lowest cosine of the shared tensors it is computed from) minus its output's
@@ -35,19 +34,21 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use kenosis_quantize::calibrate::session::{encode_with_observed_outputs, sample_inputs, session};
-use kenosis_quantize::calibrate::SampleValue;
-use kenosis_quantize::graph::GraphIndex;
-use kenosis_quantize::onnx::{DataType, GraphProto, ModelProto};
-use kenosis_quantize::types::infer_elem_types;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::session::{Session, SessionOutputs};
 
-use crate::error::Result;
+use super::{run, Model, Progress};
+use crate::calibrate::session::{encode_with_observed_outputs, sample_inputs, session};
+use crate::calibrate::SampleValue;
+use crate::fidelity::cosine;
+use crate::graph::GraphIndex;
+use crate::onnx::{DataType, GraphProto, ModelProto};
+use crate::types::infer_elem_types;
+use crate::Result;
 
 /// The most samples the activations are compared on: every run exposes all shared tensors,
 /// several times the work of a plain run.
-pub const SAMPLES: usize = 8;
+pub const ATTRIBUTION_SAMPLES: usize = 8;
 
 /// A loss below this is rounding (cosines are accumulated in f64 over f32 values).
 const NEGLIGIBLE: f64 = 1e-6;
@@ -97,20 +98,25 @@ struct Shared {
     other: String,
 }
 
-/// Ranks the nodes of `fp32` (the normalized FP32 model, at `fp32_path`) by the fidelity
-/// `other` (at `other_path`) loses at each, on the first [`SAMPLES`] of `samples` (inputs
-/// `names`).
+/// Ranks the nodes of `fp32` (the normalized FP32 model: see [`crate::normalize_decoded`])
+/// by the fidelity `other` loses at each, on the first [`ATTRIBUTION_SAMPLES`] of `samples`
+/// (one value per input of `names`, in that order). `progress` is called after each sample.
 ///
 /// # Errors
-/// [`crate::error::Error::Kenosis`] naming the file when ONNX Runtime cannot run a model
-/// with its shared tensors exposed.
+/// [`crate::Error::Runtime`] naming the file when ONNX Runtime cannot run a model with its
+/// shared tensors exposed; [`crate::Error::Calibration`] when a sample does not fit.
 pub fn attribute(
-    fp32_path: &Path,
-    fp32: &ModelProto,
-    other_path: &Path,
-    other: &ModelProto,
+    Model {
+        path: fp32_path,
+        proto: fp32,
+    }: Model<'_>,
+    Model {
+        path: other_path,
+        proto: other,
+    }: Model<'_>,
     names: &[String],
     samples: &[Vec<SampleValue>],
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Attribution> {
     let empty = GraphProto::default();
     let graph = fp32.graph.as_ref().unwrap_or(&empty);
@@ -119,13 +125,14 @@ pub fn attribute(
     if shared.iter().all(|s| outputs.contains(s.fp32.as_str())) {
         return Ok(Attribution::NoSharedTensors);
     }
-    let samples = &samples[..samples.len().min(SAMPLES)];
+    let samples = &samples[..samples.len().min(ATTRIBUTION_SAMPLES)];
     let cosines = mean_cosines(
         (fp32_path, fp32),
         (other_path, other),
         &shared,
         names,
         samples,
+        progress,
     )?;
     Ok(Attribution::Ranked {
         samples: samples.len(),
@@ -177,23 +184,16 @@ fn mean_cosines(
     shared: &[Shared],
     names: &[String],
     samples: &[Vec<SampleValue>],
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<HashMap<String, f64>> {
-    let bar = crate::progress::bar(
-        samples.len(),
-        &format!(
-            "comparing {} shared activations of both models",
-            shared.len()
-        ),
+    let what = format!(
+        "comparing {} shared activations of both models",
+        shared.len()
     );
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let exposed = |path: &Path, model: &ModelProto, tensors: Vec<String>| -> Result<Session> {
         let bytes = encode_with_observed_outputs(model, &tensors);
-        Ok(session(
-            path,
-            bytes,
-            GraphOptimizationLevel::Disable,
-            threads,
-        )?)
+        session(path, bytes, GraphOptimizationLevel::Disable, threads)
     };
     let compared = exposed(
         fp32_path,
@@ -207,24 +207,27 @@ fn mean_cosines(
     .and_then(|(mut a, mut b)| {
         // Per shared tensor: the sum of its cosines and the samples it was compared on.
         let mut sums: Vec<(f64, usize)> = vec![(0.0, 0); shared.len()];
-        for sample in samples {
+        for (done, sample) in samples.iter().enumerate() {
             // Kept alive while the outputs are read (see `sample_inputs`).
             let inputs = sample_inputs(names, sample, fp32_path)?;
-            let out_a = crate::model::run(&mut a, fp32_path, &inputs)?;
-            let out_b = crate::model::run(&mut b, other_path, &inputs)?;
+            let out_a = run(&mut a, fp32_path, &inputs)?;
+            let out_b = run(&mut b, other_path, &inputs)?;
             for (s, sum) in shared.iter().zip(&mut sums) {
                 if let (Some(x), Some(y)) = (f32s(&out_a, &s.fp32), f32s(&out_b, &s.other)) {
                     if x.len() == y.len() {
-                        sum.0 += kenosis_quantize::fidelity::cosine(x, y);
+                        sum.0 += cosine(x, y);
                         sum.1 += 1;
                     }
                 }
             }
-            bar.inc(1);
+            progress(Progress {
+                what: &what,
+                done: done + 1,
+                total: samples.len(),
+            });
         }
         Ok(sums)
     });
-    bar.finish_and_clear();
     let sums = compared?;
     Ok((shared.iter().zip(sums))
         .filter(|(_, (_, n))| *n > 0)
@@ -285,7 +288,7 @@ fn rank(graph: &GraphProto, cosines: &HashMap<String, f64>) -> Vec<OpLoss> {
 
 #[cfg(test)]
 mod tests {
-    use kenosis_quantize::onnx::{self, tensor_proto::DataType as Dt};
+    use crate::onnx::{self, tensor_proto::DataType as Dt};
 
     use super::*;
 
@@ -358,13 +361,16 @@ mod tests {
             ..Default::default()
         };
         // Decided from the graphs alone: no model is run.
+        let model = |path, proto| Model {
+            path: Path::new(path),
+            proto,
+        };
         let found = attribute(
-            Path::new("a.onnx"),
-            &fp32,
-            Path::new("b.onnx"),
-            &other,
+            model("a.onnx", &fp32),
+            model("b.onnx", &other),
             &[],
             &[],
+            &mut |_| {},
         );
         assert_eq!(found.ok(), Some(Attribution::NoSharedTensors));
     }
