@@ -157,8 +157,8 @@ pub struct OpLossJson {
 /// Compares the two models and prints the table.
 ///
 /// # Errors
-/// [`Error::Kenosis`] when a model cannot be read or run, or the samples do not fit the
-/// FP32 model's inputs; [`Error::Mismatch`] when the models share no float output.
+/// [`crate::error::Error::Kenosis`] when a model cannot be read or run, the samples do not
+/// fit the FP32 model's inputs, or the models share no float output.
 pub fn run(args: &Args) -> Result<()> {
     let (fp32, size_fp32) = crate::model::read(&args.fp32)?;
     let (int8, size_int8) = crate::model::read(&args.int8)?;

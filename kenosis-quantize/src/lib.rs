@@ -33,7 +33,7 @@
 //! ONNX Runtime is linked through `ort`: the default `download-ort` feature downloads it
 //! where `ORT_LIB_PATH` is unset; offline builds turn default features off and set
 //! `ORT_LIB_PATH` (see the Kenosis README).
-
+//!
 //! Beyond quantizing, the public modules serve tools of their own as they serve the `kenosis`
 //! command: [`model`] (ONNX's types, decoding), [`samples`] (inputs made from `.npy` files,
 //! images or text), [`compare`] (a model against its FP32 original: agreement, the ops
