@@ -10,7 +10,7 @@ use crate::config::{CacheSecret, Config, ModelConfig};
 use crate::error::{Error, Result};
 use crate::options::QuantizeOptions;
 use crate::request::{self, CalibrationSource, ReportHead, Request};
-use crate::{cache, calibration, cargo, discover, model_files, onnx, quantizer};
+use crate::{cache, calibration, cargo, device, discover, model_files, onnx, quantizer};
 
 impl Config {
     /// Quantizes every registered model (or takes it from the cache), copies the artifacts
@@ -123,26 +123,33 @@ impl Config {
         let config_keep_float = self.options.keep_float.as_deref().unwrap_or_default();
         let mut manifest = Manifest::new();
         let mut unmatched_per_model: Vec<Vec<String>> = Vec::new();
+        // A cross build: `KENOSIS_DEVICE_PROFILE` applies (see `device::profile_path`).
+        let cross = std::env::var("HOST").is_ok_and(|host| host != target);
         for model in &models {
             let mut calib = (model.calibration_npy_dir.clone())
                 .or(self.default_calibration.clone())
                 .map(|dir| CalibrationSource::Npy { dir });
-            let mut model_options = options.clone();
+            let at_call = |e: Error| match &model.call {
+                Some(call) => Error::CallSite {
+                    file: call.file.clone(),
+                    line: call.line,
+                    model: call.model.clone(),
+                    source: Box::new(e),
+                },
+                None => e,
+            };
+            let mut layers = self.options.clone();
             if let Some(call) = &model.call {
-                let mut layers = self.options.clone();
                 layers.merge(&call.options);
-                model_options = resolve(&layers);
-                let named = calibration::from_call(&call.options, &out_dir).map_err(|e| {
-                    Error::CallSite {
-                        file: call.file.clone(),
-                        line: call.line,
-                        model: call.model.clone(),
-                        source: Box::new(e),
-                    }
-                })?;
+                let named = calibration::from_call(&call.options, &out_dir).map_err(at_call)?;
                 if named.is_some() {
                     calib = named;
                 }
+            }
+            let mut model_options = resolve(&layers);
+            let profile = device::profile_path(&layers, cross, &manifest_dir, &out_dir)?;
+            if let Some(path) = &profile {
+                model_options = device::apply(model_options, path).map_err(at_call)?;
             }
             let build = Build {
                 manifest_dir: &manifest_dir,
@@ -151,7 +158,12 @@ impl Config {
                 target: &target,
                 target_features: &target_features,
             };
-            let entry = compile_one(&build, model, calib.as_ref(), &model_options);
+            let entry = compile_one(
+                &build,
+                model,
+                (calib.as_ref(), profile.as_deref()),
+                &model_options,
+            );
             manifest.models.push(match (entry, &model.call) {
                 (Ok((entry, unmatched)), call) => {
                     if let Some(call) = call {
@@ -199,7 +211,7 @@ struct Build<'a> {
 fn compile_one(
     build: &Build<'_>,
     model: &ModelConfig,
-    calib: Option<&CalibrationSource>,
+    (calib, device_profile): (Option<&CalibrationSource>, Option<&Path>),
     options: &QuantizeOptions,
 ) -> Result<(ModelEntry, Vec<String>)> {
     let Build {
@@ -276,6 +288,7 @@ fn compile_one(
                 source: model.path.display().to_string(),
                 calibration,
                 options: options.to_options().canonical(),
+                device_profile: device_profile.map(Path::to_owned),
                 target: build.target.to_owned(),
                 target_features: build.target_features.to_owned(),
                 cache_dir: cache.dir().to_owned(),

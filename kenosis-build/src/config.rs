@@ -148,6 +148,26 @@ impl Config {
         self
     }
 
+    /// Prices which regions stay FP32 with the kernel costs `kenosis probe` measured on the
+    /// device (a JSON file, relative to the crate root), for every model of this build; a
+    /// call site's `device_profile` overrides it. Without it, a cross build reads
+    /// `$KENOSIS_DEVICE_PROFILE`. The profile's bytes are part of the cache key; a profile
+    /// measured on another CPU class than the target's fails the build
+    /// ([`Error::DeviceProfile`](crate::Error::DeviceProfile)). See
+    /// docs/cross-compiling.md.
+    ///
+    /// ```no_run
+    /// kenosis_build::Config::new()
+    ///     .model("models/net.onnx")
+    ///     .device_profile("profiles/board.json")
+    ///     .compile()
+    ///     .expect("kenosis: quantization failed");
+    /// ```
+    pub fn device_profile(mut self, path: impl AsRef<Path>) -> Self {
+        self.options.device_profile = Some(path.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
     // The option setters (`per_channel`, `calibration_method`, ...) are generated below,
     // from `kenosis_options::table`, where each is declared with its docs.
 

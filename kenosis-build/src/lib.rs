@@ -69,10 +69,13 @@ pub mod quantizer;
 
 mod calibration;
 
+// The device profile a model's build prices with.
+mod device;
+
 mod compile;
 
 // What both sides read, from `kenosis-request`, under the names this crate's modules use.
-use kenosis_request::{cache, error, model_files, onnx, options, request};
+use kenosis_request::{cache, device_profile, error, model_files, onnx, options, request};
 
 pub use config::{discover, Config};
 /// Images turned into calibration samples, with the `images` feature.

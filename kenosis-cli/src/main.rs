@@ -11,7 +11,9 @@
 //! - `kenosis diff A B`: what differs between two models;
 //! - `kenosis report`: what the last `cargo build` of the current package quantized;
 //! - `kenosis cast MODEL --precision fp16|bf16 -o OUT`: FP32 weights stored in 16 bits
-//!   behind a Cast to FP32, for a file about half the size that still computes in FP32.
+//!   behind a Cast to FP32, for a file about half the size that still computes in FP32;
+//! - `kenosis probe [-o FILE]`: the kernel costs of the machine it runs on, as a device
+//!   profile for builds on another machine.
 //!
 //! Every command but the hidden one prints one JSON document with `--format json`
 //! (see [`mod@format`] and `docs/cli-json.md`); `--preprocess` is
@@ -29,6 +31,7 @@ mod error;
 mod format;
 mod inspect;
 mod model;
+mod probe;
 mod progress;
 mod quantize;
 mod report;
@@ -101,6 +104,15 @@ enum Command {
     /// 8 bits of mantissa (less precise), and needs opset 13 or later. OUT is one
     /// self-contained file (external data is read in).
     Cast(cast::Args),
+    /// Measure this machine's kernel costs and write them as a device profile, for builds
+    /// on another machine
+    ///
+    /// Build `kenosis` for the device (`cargo install kenosis-cli --target ...`, see
+    /// docs/cross-compiling.md), run `kenosis probe` there once, and name the file in the
+    /// build with `device_profile = "FILE"` or KENOSIS_DEVICE_PROFILE: the placement then
+    /// prices which regions stay FP32 with the device's own costs instead of its CPU class's
+    /// table. Takes a few seconds to a minute.
+    Probe(probe::Args),
     /// Quantize one model for a build script: the request (JSON) comes on standard input
     #[command(hide = true)]
     BuildRequest,
@@ -115,6 +127,7 @@ fn main() -> ExitCode {
         Command::Diff { a, b, format } => diff::run(&a, &b, format),
         Command::Report(args) => report::run(&args),
         Command::Cast(args) => cast::run(&args),
+        Command::Probe(args) => probe::run(&args),
         Command::BuildRequest => build_request::run(),
     };
     match done {

@@ -29,9 +29,10 @@
 //!
 //! `ValueType` implements [`Value`](crate::value::Value): its call-site syntax and canonical
 //! text. `resolved` converts from it with `Into` (`T` for an option with a default,
-//! `Option<T>` for one that is unset by default). Entries under `inputs` choose where the
-//! calibration data comes from, not how the model is quantized: they have no resolved value
-//! (the data's own bytes enter the cache key) and their `Config` setter is written by hand.
+//! `Option<T>` for one that is unset by default). Entries under `inputs` name files the build
+//! reads (calibration data, a device profile), not how the model is quantized: they have no
+//! resolved value (the files' own bytes enter the cache key) and their `Config` setter, where
+//! there is one, is written by hand.
 
 /// Invokes `$callback! { inputs { ... } artifact { ... } }` with every option's declaration
 /// (see the [module docs](crate::table) for the entry syntax). Not a stable API: the table's
@@ -85,6 +86,15 @@ macro_rules! options {
                 /// the tokenizer's truncation length, else 128).
                 max_len: usize {
                     check: $crate::check::max_len,
+                    merge: replace,
+                }
+                /// `device_profile = "profile.json"`: kernel costs measured on the device by
+                /// `kenosis probe`, relative to the crate root or under `$OUT_DIR`, pricing
+                /// which regions stay FP32 instead of the target class's table (default:
+                /// `$KENOSIS_DEVICE_PROFILE` in a cross build, else costs measured on the
+                /// build machine or the table).
+                device_profile: String {
+                    check: $crate::check::calibration_dir,
                     merge: replace,
                 }
             }

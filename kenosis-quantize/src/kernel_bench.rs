@@ -30,7 +30,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 
-use crate::calibrate::session::{borrowed, sample_inputs, session};
+use crate::calibrate::session::{borrowed, sample_inputs, session, session_threads};
 use crate::calibrate::SampleValue;
 use crate::error::{Error, Result};
 use crate::kernel_costs::KernelCosts;
@@ -51,9 +51,7 @@ const WARMUP: usize = 3;
 /// A measured cost within `[table / PLAUSIBLE, table · PLAUSIBLE]` is taken; outside, the
 /// table's value is kept.
 pub const PLAUSIBLE: f64 = 4.0;
-/// Version of these micro-benchmarks, part of the cache key of their results: a change of
-/// chains or arithmetic invalidates costs measured before it.
-pub const PROTOCOL: u32 = 1;
+pub use crate::kernel_costs::PROTOCOL;
 
 /// Costs measured on this machine, with the costs that fell back to the table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +69,17 @@ pub struct Measured {
 /// [`Error::Runtime`] when ONNX Runtime fails to build or run a chain; `path` names the
 /// model whose build asked for the measurement.
 pub fn measure(table: &KernelCosts, path: &Path) -> Result<Measured> {
-    let bench = Bench { path };
+    measure_at(table, path, Some(1))
+}
+
+/// [`measure`] with sessions made as `kenosis-runtime` makes them at `threads` intra-op
+/// threads (`None`: ONNX Runtime's own choice), for a device profile's costs at the thread
+/// count programs run.
+///
+/// # Errors
+/// As [`measure`].
+pub fn measure_at(table: &KernelCosts, path: &Path, threads: Option<usize>) -> Result<Measured> {
+    let bench = Bench { path, threads };
     let mut repeats = Vec::with_capacity(REPEATS);
     for _ in 0..REPEATS {
         repeats.push(bench.costs()?);
@@ -107,6 +115,51 @@ pub fn measure(table: &KernelCosts, path: &Path) -> Result<Measured> {
             conversion,
             layout,
         },
+        kept_from_table,
+    })
+}
+
+/// The device profile of this machine (what `kenosis probe` writes): [`measure_at`] one
+/// thread and at the thread count a Kenosis program runs on by default here
+/// ([`crate::speed::thread_counts`]), priced against this machine's CPU class's table row,
+/// with what names the CPU and ONNX Runtime. `progress` is called before each of the (one or
+/// two) measurements with its thread count. `path` names the caller in errors.
+///
+/// # Errors
+/// [`Error::Runtime`] when ONNX Runtime fails to build or run a chain.
+pub fn probe(
+    path: &Path,
+    progress: &mut dyn FnMut(Option<usize>),
+) -> Result<crate::device_profile::DeviceProfile> {
+    crate::calibrate::session::environment(path)?;
+    let class = crate::kernels::TargetCpu::of_target("", "");
+    let table = KernelCosts::of(class);
+    let counts = crate::speed::thread_counts(None);
+    let deployed = counts.last().copied().flatten();
+    progress(Some(1));
+    let one = measure_at(&table, path, Some(1))?;
+    let many = if counts.len() > 1 {
+        progress(deployed);
+        measure_at(&table, path, deployed)?
+    } else {
+        one.clone()
+    };
+    let mut kept_from_table = one.kept_from_table;
+    for name in many.kept_from_table {
+        if !kept_from_table.contains(&name) {
+            kept_from_table.push(name);
+        }
+    }
+    Ok(crate::device_profile::DeviceProfile {
+        format: crate::device_profile::FORMAT,
+        cpu: crate::kernels::cpu_name(),
+        cpu_class: class.canonical().to_owned(),
+        cpu_flags: crate::kernels::cpu_identity(),
+        onnxruntime: ort::info().to_owned(),
+        protocol: PROTOCOL,
+        one_thread: one.costs,
+        default_threads: deployed,
+        at_default_threads: many.costs,
         kept_from_table,
     })
 }
@@ -370,6 +423,9 @@ impl Chain {
 /// Runs chains for one build (`path` names it in errors).
 struct Bench<'a> {
     path: &'a Path,
+    /// Intra-op threads of every session: one for a build's own costs (see the module
+    /// documentation), the program's count for a device profile.
+    threads: Option<usize>,
 }
 
 impl Bench<'_> {
@@ -462,7 +518,10 @@ impl Bench<'_> {
     /// Median nanoseconds per run of each model, interleaved round by round.
     fn medians(&self, models: Vec<Vec<u8>>, c: usize, hw: usize) -> Result<Vec<f64>> {
         let mut sessions = (models.into_iter())
-            .map(|m| session(self.path, m, GraphOptimizationLevel::Level3, 1))
+            .map(|m| match self.threads {
+                Some(1) => session(self.path, m, GraphOptimizationLevel::Level3, 1),
+                threads => session_threads(self.path, m, GraphOptimizationLevel::Level3, threads),
+            })
             .collect::<Result<Vec<_>>>()?;
         let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[1, c, hw, hw]), |i| {
             ((i[1] * 31 + i[2] * 7 + i[3]) % 17) as f32 / 8.0 - 1.0

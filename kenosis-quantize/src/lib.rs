@@ -112,13 +112,18 @@ pub mod samples;
 mod test_support;
 
 // What the quantizer reads from kenosis-request, under the names its modules use.
-use kenosis_request::{cache, kernel_costs, kernels, model_files, options, request};
+use kenosis_request::{
+    cache, device_profile, kernel_costs, kernels, model_files, options, request,
+};
 
 pub use fidelity::{FidelityReport, Floor, Measured, OutputFidelity, OutputKind, SampleSource};
 pub use kenosis_options::{Activations, Method, Weights};
+pub use kenosis_request::device_profile::DeviceProfile;
+pub use kenosis_request::kernel_costs::{KernelCosts, Pricing};
 pub use kenosis_request::kernels::Evaluation;
 pub use kenosis_request::options::QuantizeOptions;
 pub use kenosis_request::{Error, OrtFailure, Result, IDENTITY};
+pub use kernel_bench::probe;
 pub use normalize::NormalizeSummary;
 pub use normalize::Normalized;
 pub use pipeline::{

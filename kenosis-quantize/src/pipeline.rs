@@ -18,7 +18,6 @@ use crate::calibrate::synthetic::ImageRange;
 use crate::calibrate::{self, data::input_specs, CalibrationData};
 use crate::error::{Error, Result, Unsupported};
 use crate::fidelity;
-use crate::kernel_costs::Pricing;
 use crate::normalize::Normalized;
 use crate::onnx::{self, DataType, ModelProto, NodeProto, TensorProto};
 use crate::quantize::build::{ActivationMode, Builder, Built, KeptFloat, Statistics};
@@ -538,8 +537,7 @@ impl Calibrated<'_> {
                 bias_correction: options.bias_correction,
                 gptq_rounding: options.gptq_rounding,
             },
-            (options.fp32_where_faster)
-                .then(|| Pricing::new(options.target_cpu, options.measured_costs)),
+            (options.fp32_where_faster).then(|| options.pricing()),
             options.fidelity_target().is_some(),
         );
         let mut kept = KeptFloat {
@@ -730,7 +728,7 @@ impl Calibrated<'_> {
         while report.kept_fp32 && revisable && report.revisions < REVISIONS {
             let revisions = report.revisions + 1;
             let factor = REVISION_FACTOR.powi(revisions as i32);
-            builder.set_pricing(first_pricing.map(|p| p.with_boundaries_scaled(factor)));
+            builder.set_pricing((first_pricing.clone()).map(|p| p.with_boundaries_scaled(factor)));
             let revised = build(builder, kept)?;
             let mut kept = kept.clone();
             let (revised, revised_fidelity) =
@@ -929,8 +927,7 @@ impl Calibrated<'_> {
             synthetic_image_ranges: self.synthetic_image_ranges,
             fidelity: fidelity.map(|f| f.measured_on(self.data.synthetic)),
             speed,
-            kernel_costs: (options.fp32_where_faster)
-                .then(|| Pricing::new(options.target_cpu, options.measured_costs)),
+            kernel_costs: (options.fp32_where_faster).then(|| options.pricing()),
             activations: Some(activations),
             options: options.canonical(),
             size_fp32,

@@ -230,7 +230,7 @@ impl Report {
             ),
             _ => format!(
                 "; {estimated} ops estimated faster in FP32 on the target ({})",
-                self.kernel_costs.map_or_else(String::new, |p| p.describe())
+                self.kernel_costs.as_ref().map_or_else(String::new, crate::kernel_costs::Pricing::describe)
             ),
         };
         let activations = match &self.activations {

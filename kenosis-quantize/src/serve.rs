@@ -14,7 +14,8 @@ use crate::{kernel_bench, onnx};
 ///
 /// Where the options ask for kernel costs measured on this machine
 /// ([`crate::options::QuantizeOptions::kernel_costs_cpu`]), they are read from, or measured
-/// into, `request.cache_dir` first (see `kernel_bench::cached`).
+/// into, `request.cache_dir` first (see `kernel_bench::cached`); a request naming a device
+/// profile prices with the profile's costs instead (`Request::quantize_options`).
 ///
 /// # Errors
 /// Any [`Error`] of quantization (invalid or unsupported model, bad calibration data, ONNX
@@ -24,7 +25,8 @@ pub fn serve(request: &Request) -> Result<String> {
     let path = &request.model;
     let mut options = request.quantize_options()?;
     options.check()?;
-    if options.kernel_costs_cpu.is_some() {
+    // A device profile's costs came with the options; costs for this machine are measured.
+    if options.kernel_costs_cpu.is_some() && options.measured_costs.is_none() {
         let table = KernelCosts::of(options.target_cpu);
         options.measured_costs =
             Some(kernel_bench::cached(&request.cache_dir, &table, path)?.costs);

@@ -187,7 +187,7 @@ fn the_default_check_revises_a_slower_placement_before_it_ships_fp32() {
     };
     assert!(options.speed_check && options.fp32_where_faster && options.min_speedup.is_none());
     let q = quantize_tiny(options.clone()).expect("quantizes");
-    let pricing = q.report.kernel_costs.expect("priced");
+    let pricing = q.report.kernel_costs.clone().expect("priced");
     assert!(pricing.measured && pricing.costs == cheap, "{pricing:?}");
     let Some(SpeedCheck::Measured(s)) = &q.report.speed else {
         panic!("measured on the build machine: {:?}", q.report.speed);

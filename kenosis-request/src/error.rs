@@ -142,6 +142,15 @@ pub enum Error {
         /// The path, as found (printed escaped).
         path: PathBuf,
     },
+    /// A device profile (`device_profile`, `KENOSIS_DEVICE_PROFILE`) cannot be used: not a
+    /// profile, another format, or measured on another CPU class than the build targets.
+    #[error("{path}: device profile: {reason}")]
+    DeviceProfile {
+        /// The profile.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The build configuration itself is wrong (e.g. no model registered).
     #[error("kenosis-build configuration: {0}")]
     Config(String),

@@ -24,6 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernels::TargetCpu;
 
+/// Version of the micro-benchmarks that measure the costs (`kenosis_quantize::kernel_bench`),
+/// part of the cache key of their results and written into device profiles: a change of
+/// chains or arithmetic invalidates costs measured before it.
+pub const PROTOCOL: u32 = 1;
+
 /// Relative kernel costs, in FP32 dense multiply-adds (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct KernelCosts {
@@ -41,6 +46,19 @@ pub struct KernelCosts {
 }
 
 impl KernelCosts {
+    /// Whether every cost is a finite number above zero, as a price must be.
+    pub fn all_positive(&self) -> bool {
+        [
+            self.int8_dense,
+            self.fp32_depthwise,
+            self.int8_depthwise,
+            self.conversion,
+            self.layout,
+        ]
+        .iter()
+        .all(|c| c.is_finite() && *c > 0.0)
+    }
+
     /// The kernel costs of target class `cpu`.
     pub fn of(cpu: TargetCpu) -> Self {
         match cpu {
@@ -72,15 +90,20 @@ impl KernelCosts {
 }
 
 /// The kernel costs a placement prices with, and where they come from (for the report).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pricing {
     /// The target's CPU class.
     pub cpu: TargetCpu,
     /// The costs: measured on the build machine, or the class's row of the table.
     pub costs: KernelCosts,
     /// Whether [`costs`](Self::costs) were measured on the build machine
-    /// (`kenosis_quantize::kernel_bench`), which builds for the build machine's own class do.
+    /// (`kenosis_quantize::kernel_bench`), which builds for the build machine's own class do,
+    /// or on a device (see [`device`](Self::device)).
     pub measured: bool,
+    /// The device whose profile gave the costs (its CPU's name; see
+    /// [`crate::device_profile`]); `None` when measured here or taken from the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 impl Pricing {
@@ -90,6 +113,15 @@ impl Pricing {
             cpu,
             costs: measured.unwrap_or_else(|| KernelCosts::of(cpu)),
             measured: measured.is_some(),
+            device: None,
+        }
+    }
+
+    /// Prices for class `cpu` from a device profile's `costs`, measured on `device`.
+    pub fn of_device(cpu: TargetCpu, costs: KernelCosts, device: &str) -> Self {
+        Self {
+            device: Some(device.to_owned()),
+            ..Self::new(cpu, Some(costs))
         }
     }
 
@@ -108,10 +140,13 @@ impl Pricing {
         }
     }
 
-    /// `kernel costs measured on this machine`, or `x86_vnni kernel costs estimated for the
-    /// target class` (the class's table row), for the build's reasons and report.
+    /// `kernel costs measured on this machine`, `kernel costs measured on <device CPU>` (a
+    /// device profile), or `x86_vnni kernel costs estimated for the target class` (the
+    /// class's table row), for the build's reasons and report.
     pub fn describe(&self) -> String {
-        if self.measured {
+        if let Some(device) = &self.device {
+            format!("kernel costs measured on {device}")
+        } else if self.measured {
             "kernel costs measured on this machine".to_owned()
         } else {
             format!(

@@ -33,6 +33,9 @@ pub mod kernels;
 
 pub mod kernel_costs;
 
+// Kernel costs measured on a device (`kenosis probe`), for builds on another machine.
+pub mod device_profile;
+
 pub mod model_files;
 
 #[cfg(feature = "images")]

@@ -6,8 +6,9 @@
 
 use kenosis_options::{BuildTarget, Options};
 
+use crate::device_profile::DeviceProfile;
 use crate::error::{Error, Result};
-use crate::kernel_costs::KernelCosts;
+use crate::kernel_costs::{KernelCosts, Pricing};
 use crate::kernels::{Evaluation, IntegerKernels, TargetCpu};
 
 /// Generates [`QuantizeOptions`] from the table's `artifact` entries.
@@ -58,8 +59,12 @@ macro_rules! define_build_options {
             /// they are measured once per CPU and kept (`kernel_bench::cached`).
             pub kernel_costs_cpu: Option<String>,
             /// The costs measured on that CPU (`kernel_bench`), filled in by the quantizer
-            /// before it plans; `None` until then.
+            /// before it plans, or read from a device profile
+            /// ([`QuantizeOptions::with_device_profile`]); `None` until then.
             pub measured_costs: Option<KernelCosts>,
+            /// The device whose profile gave [`measured_costs`](Self::measured_costs) (its
+            /// CPU's name), for the report; `None` otherwise.
+            pub costs_device: Option<String>,
         }
 
         impl QuantizeOptions {
@@ -77,6 +82,7 @@ macro_rules! define_build_options {
                     target_cpu: TargetCpu::of_target("", ""),
                     kernel_costs_cpu: None,
                     measured_costs: None,
+                    costs_device: None,
                 }
             }
 
@@ -122,7 +128,8 @@ macro_rules! define_build_options {
 kenosis_options::options!(define_build_options);
 
 /// The `kernel_costs` line of [`QuantizeOptions::canonical`]: `table`, or `measured on` and
-/// the hash of the CPU they are measured on.
+/// the hash of the CPU they are measured on (`device profile` and the hash of the profile's
+/// bytes for a device profile).
 fn kernel_costs_line(cpu: Option<&str>) -> String {
     match cpu {
         None => "kernel_costs = table\n".to_owned(),
@@ -166,6 +173,49 @@ impl QuantizeOptions {
             target_cpu,
             kernel_costs_cpu,
             ..resolved
+        }
+    }
+}
+
+impl QuantizeOptions {
+    /// These options pricing the placement with `profile`'s costs (read from `path`, its bytes
+    /// hashing to `hash`; see [`DeviceProfile::read`]) at the thread count the program will
+    /// run: the cache key's `kernel_costs` line names the profile's hash.
+    ///
+    /// # Errors
+    /// [`Error::DeviceProfile`] naming `path` when the profile was measured on another CPU
+    /// class than the target's.
+    pub fn with_device_profile(
+        self,
+        profile: &DeviceProfile,
+        hash: &str,
+        path: &std::path::Path,
+    ) -> Result<Self> {
+        if profile.cpu_class != self.target_cpu.canonical() {
+            return Err(Error::DeviceProfile {
+                path: path.to_owned(),
+                reason: format!(
+                    "measured on {} (class {}), but this build targets class {}",
+                    profile.cpu,
+                    profile.cpu_class,
+                    self.target_cpu.canonical()
+                ),
+            });
+        }
+        Ok(Self {
+            kernel_costs_cpu: Some(format!("device profile {hash}")),
+            measured_costs: Some(profile.costs_for(self.intra_threads)),
+            costs_device: Some(profile.cpu.clone()),
+            ..self
+        })
+    }
+
+    /// The kernel costs the placement prices with: a device profile's, those measured on
+    /// this machine, or the target class's table row.
+    pub fn pricing(&self) -> Pricing {
+        match (&self.costs_device, self.measured_costs) {
+            (Some(device), Some(costs)) => Pricing::of_device(self.target_cpu, costs, device),
+            _ => Pricing::new(self.target_cpu, self.measured_costs),
         }
     }
 }

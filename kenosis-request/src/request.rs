@@ -14,6 +14,7 @@ use kenosis_options::Options;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::device_profile::DeviceProfile;
 use crate::error::{Error, Result};
 use crate::options::QuantizeOptions;
 
@@ -34,6 +35,10 @@ pub struct Request {
     pub target: String,
     /// The build target's features (cargo's `CARGO_CFG_TARGET_FEATURE`), comma-separated.
     pub target_features: String,
+    /// The device profile pricing the placement (absolute; see [`crate::device_profile`]);
+    /// `None`: kernel costs measured here or the target class's table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_profile: Option<PathBuf>,
     /// The cache folder: the kernel costs measured on this machine are kept under it.
     pub cache_dir: PathBuf,
     /// The cache key the artifact will be stored under, recorded in the report's `key`.
@@ -78,16 +83,21 @@ impl Request {
     /// cache key text, as the front end computed.
     ///
     /// # Errors
-    /// [`Error::Config`] when [`Request::options`] does not parse.
+    /// [`Error::Config`] when [`Request::options`] does not parse; as
+    /// [`DeviceProfile::read`] and [`QuantizeOptions::with_device_profile`] for the device
+    /// profile.
     pub fn quantize_options(&self) -> Result<QuantizeOptions> {
         let layers = Options::parse_str(&self.options).map_err(|e| {
             Error::Config(format!("the quantizer's options `{}`: {e}", self.options))
         })?;
-        Ok(QuantizeOptions::for_target(
-            &layers,
-            &self.target,
-            &self.target_features,
-        ))
+        let options = QuantizeOptions::for_target(&layers, &self.target, &self.target_features);
+        match &self.device_profile {
+            None => Ok(options),
+            Some(path) => {
+                let (profile, hash) = DeviceProfile::read(path)?;
+                options.with_device_profile(&profile, &hash, path)
+            }
+        }
     }
 }
 
@@ -199,6 +209,7 @@ mod tests {
                 source: "m.onnx".into(),
                 calibration: None,
                 options: front_end.to_options().canonical(),
+                device_profile: None,
                 target: target.into(),
                 target_features: String::new(),
                 cache_dir: PathBuf::from("cache"),

@@ -133,7 +133,7 @@ impl<'m> Builder<'m> {
 
     /// The prices of the following builds' placements.
     pub fn pricing(&self) -> Option<Pricing> {
-        self.pricing
+        self.pricing.clone()
     }
 
     /// Makes the following builds store MatMul weights as 4-bit blocks of `block_size` rows
@@ -185,7 +185,7 @@ impl<'m> Builder<'m> {
         // rewrite only appends nodes, so their indices hold).
         let dynamic_plan =
             (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
-                let costs = self.pricing.map(|p| p.costs);
+                let costs = self.pricing.as_ref().map(|p| p.costs);
                 let float = match self.int4_block {
                     Some(_) => &self.requested_float,
                     None => &kept.ops,
@@ -228,7 +228,7 @@ impl<'m> Builder<'m> {
                 }
                 continue;
             }
-            let Some(pricing) = self.pricing else {
+            let Some(pricing) = &self.pricing else {
                 break (plan, act);
             };
             let slower =
@@ -240,7 +240,7 @@ impl<'m> Builder<'m> {
                 let name = graph.node[i].name().to_owned();
                 options
                     .keep_float_reasons
-                    .insert(name.clone(), domain::reason(&pricing));
+                    .insert(name.clone(), domain::reason(pricing));
                 options.keep_float.insert(name);
             }
         };

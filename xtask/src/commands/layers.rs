@@ -74,6 +74,7 @@ const MODULES: &[(&str, &[(&str, Layer)])] = &[
             ("error", Layer::Leaf),
             ("kernels", Layer::Leaf),
             ("kernel_costs", Layer::Leaf),
+            ("device_profile", Layer::Leaf),
             ("model_files", Layer::Stage),
             // Image files decoded by a preprocessing spec (feature `images`).
             ("images", Layer::Stage),
@@ -126,6 +127,7 @@ const MODULES: &[(&str, &[(&str, Layer)])] = &[
             ("artifact", Layer::Stage),
             ("quantizer", Layer::Stage),
             ("calibration", Layer::Stage),
+            ("device", Layer::Stage),
             ("compile", Layer::Stage),
         ],
     ),
