@@ -1,5 +1,5 @@
-//! `--format text|json`: how `inspect`, `validate`, `diff`, `report`, `quantize` and `cast`
-//! print their result.
+//! `--format text|json`: how `inspect`, `validate`, `diff`, `report`, `quantize`, `cast` and
+//! `probe` print their result.
 //!
 //! Text is for people and may change; JSON is for scripts and keeps its field names (see
 //! `docs/cli-json.md`). Field names are those of the build's JSON report

@@ -44,7 +44,9 @@ fn npy_folder_as(dir: &Path, images: &[PathBuf], pre: Preprocess) {
 #[test]
 fn help_lists_every_command() {
     let help = ok(&["--help"]);
-    for command in ["quantize", "validate", "inspect", "diff", "report", "cast"] {
+    for command in [
+        "quantize", "validate", "inspect", "diff", "report", "cast", "probe",
+    ] {
         assert!(help.contains(command), "{help}");
     }
     // `cast --help` says what it is for and what each format gives up.
@@ -162,6 +164,50 @@ fn quantize_validate_inspect_and_diff_squeezenet() {
         diff.contains(&format!("QuantizeLinear: 0 → {qdq}")),
         "{diff}"
     );
+}
+
+#[test]
+fn probe_writes_this_machines_profile_that_a_build_for_it_reads() {
+    use kenosis_request::device_profile::DeviceProfile;
+    use kenosis_request::kernels::{cpu_name, TargetCpu};
+    use kenosis_request::options::QuantizeOptions;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.json");
+    let out = ok(&[
+        "probe",
+        "-o",
+        path.to_str().expect("UTF-8"),
+        "--format",
+        "json",
+    ]);
+    let printed: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(printed["output"], path.to_str().expect("UTF-8"));
+    let (profile, hash) = DeviceProfile::read(&path).expect("the file is a profile");
+    assert_eq!(
+        printed["profile"],
+        serde_json::to_value(&profile).expect("JSON")
+    );
+    assert_eq!(profile.cpu, cpu_name());
+    let class = TargetCpu::of_target("", "");
+    assert_eq!(profile.cpu_class, class.canonical());
+    // Each cost was measured, or kept from this class's table where the timing was noise.
+    assert!(profile.one_thread.all_positive() && profile.at_default_threads.all_positive());
+    // A build for this machine prices with it.
+    let options = QuantizeOptions::default()
+        .with_device_profile(&profile, &hash, &path)
+        .expect("this machine's class");
+    assert_eq!(
+        options.pricing().describe(),
+        format!("kernel costs measured on {}", cpu_name())
+    );
+    // Text names the CPU and the file.
+    let text = ok(&["probe", "-o", path.to_str().expect("UTF-8")]);
+    assert!(
+        text.contains(&format!("kernel costs measured on {}", cpu_name())),
+        "{text}"
+    );
+    assert!(text.contains("device_profile"), "{text}");
 }
 
 #[test]
