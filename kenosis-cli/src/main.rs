@@ -120,6 +120,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // With `bundled-ort`, `ort` uses the library embedded in this binary from here on.
+    #[cfg(feature = "bundled-ort")]
+    if let Err(e) = kenosis_runtime::ort_init() {
+        eprintln!("kenosis: error: {e}");
+        return ExitCode::FAILURE;
+    }
     let done = match cli.command {
         Command::Quantize(args) => quantize::run(&args),
         Command::Validate(args) => validate::run(&args),

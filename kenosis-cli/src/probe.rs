@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use kenosis_quantize::{DeviceProfile, KernelCosts};
+use kenosis_quantize::{DeviceProfile, Effort, KernelCosts};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -26,6 +26,10 @@ pub struct Args {
     /// Print lines for people (text) or one JSON document for scripts (see docs/cli-json.md)
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// One short measurement: noisy costs, for checking the flow where timings mean nothing
+    /// (an emulator)
+    #[arg(long, hide = true)]
+    quick: bool,
 }
 
 /// What `--format json` prints: where the profile went, and the profile.
@@ -43,7 +47,12 @@ struct Probed<'a> {
 /// [`Error::Kenosis`] when ONNX Runtime fails; [`Error::Write`] naming the output file.
 pub fn run(args: &Args) -> Result<()> {
     let spinner = crate::progress::spinner("measuring kernel costs");
-    let profile = kenosis_quantize::probe(&args.output, &mut |threads| {
+    let effort = if args.quick {
+        Effort::QUICK
+    } else {
+        Effort::FULL
+    };
+    let profile = kenosis_quantize::probe(&args.output, effort, &mut |threads| {
         spinner.set_message(format!(
             "measuring kernel costs at {}",
             threads_label(threads)

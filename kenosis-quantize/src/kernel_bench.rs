@@ -41,6 +41,34 @@ use crate::onnx::{
 
 /// Layers of the long chain of each slope.
 const LONG: usize = 4;
+/// How much timing a measurement takes: whole measurements (each cost is the median of
+/// them), and timed rounds per set of interleaved chains after untimed warm-up ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Effort {
+    /// Whole measurements.
+    pub repeats: usize,
+    /// Timed rounds.
+    pub rounds: usize,
+    /// Untimed rounds first (ONNX Runtime packs weights on the first).
+    pub warmup: usize,
+}
+
+impl Effort {
+    /// What a build's costs and a device profile take: [`REPEATS`], [`ROUNDS`], [`WARMUP`].
+    pub const FULL: Self = Self {
+        repeats: REPEATS,
+        rounds: ROUNDS,
+        warmup: WARMUP,
+    };
+    /// One measurement of three rounds: noisy figures in a twentieth of the time, for
+    /// checking the flow where timings mean nothing (an emulator).
+    pub const QUICK: Self = Self {
+        repeats: 1,
+        rounds: 3,
+        warmup: 1,
+    };
+}
+
 /// Timed rounds per set of interleaved chains, after [`WARMUP`] untimed ones.
 const ROUNDS: usize = 20;
 /// Whole measurements taken; each cost is the median of its [`REPEATS`] values, since
@@ -69,19 +97,28 @@ pub struct Measured {
 /// [`Error::Runtime`] when ONNX Runtime fails to build or run a chain; `path` names the
 /// model whose build asked for the measurement.
 pub fn measure(table: &KernelCosts, path: &Path) -> Result<Measured> {
-    measure_at(table, path, Some(1))
+    measure_at(table, path, Some(1), Effort::FULL)
 }
 
 /// [`measure`] with sessions made as `kenosis-runtime` makes them at `threads` intra-op
 /// threads (`None`: ONNX Runtime's own choice), for a device profile's costs at the thread
-/// count programs run.
+/// count programs run, taking `effort`.
 ///
 /// # Errors
 /// As [`measure`].
-pub fn measure_at(table: &KernelCosts, path: &Path, threads: Option<usize>) -> Result<Measured> {
-    let bench = Bench { path, threads };
-    let mut repeats = Vec::with_capacity(REPEATS);
-    for _ in 0..REPEATS {
+pub fn measure_at(
+    table: &KernelCosts,
+    path: &Path,
+    threads: Option<usize>,
+    effort: Effort,
+) -> Result<Measured> {
+    let bench = Bench {
+        path,
+        threads,
+        effort,
+    };
+    let mut repeats = Vec::with_capacity(effort.repeats);
+    for _ in 0..effort.repeats.max(1) {
         repeats.push(bench.costs()?);
     }
     let [int8_dense, fp32_depthwise, int8_depthwise, conversion, layout]: [f64; 5] =
@@ -122,13 +159,15 @@ pub fn measure_at(table: &KernelCosts, path: &Path, threads: Option<usize>) -> R
 /// The device profile of this machine (what `kenosis probe` writes): [`measure_at`] one
 /// thread and at the thread count a Kenosis program runs on by default here
 /// ([`crate::speed::thread_counts`]), priced against this machine's CPU class's table row,
-/// with what names the CPU and ONNX Runtime. `progress` is called before each of the (one or
-/// two) measurements with its thread count. `path` names the caller in errors.
+/// with what names the CPU and ONNX Runtime, taking `effort` ([`Effort::FULL`] for a profile
+/// to build with). `progress` is called before each of the (one or two) measurements with its
+/// thread count. `path` names the caller in errors.
 ///
 /// # Errors
 /// [`Error::Runtime`] when ONNX Runtime fails to build or run a chain.
 pub fn probe(
     path: &Path,
+    effort: Effort,
     progress: &mut dyn FnMut(Option<usize>),
 ) -> Result<crate::device_profile::DeviceProfile> {
     crate::calibrate::session::environment(path)?;
@@ -137,10 +176,10 @@ pub fn probe(
     let counts = crate::speed::thread_counts(None);
     let deployed = counts.last().copied().flatten();
     progress(Some(1));
-    let one = measure_at(&table, path, Some(1))?;
+    let one = measure_at(&table, path, Some(1), effort)?;
     let many = if counts.len() > 1 {
         progress(deployed);
-        measure_at(&table, path, deployed)?
+        measure_at(&table, path, deployed, effort)?
     } else {
         one.clone()
     };
@@ -426,6 +465,7 @@ struct Bench<'a> {
     /// Intra-op threads of every session: one for a build's own costs (see the module
     /// documentation), the program's count for a device profile.
     threads: Option<usize>,
+    effort: Effort,
 }
 
 impl Bench<'_> {
@@ -527,13 +567,14 @@ impl Bench<'_> {
             ((i[1] * 31 + i[2] * 7 + i[3]) % 17) as f32 / 8.0 - 1.0
         });
         let inputs = sample_inputs(&["x".to_owned()], &[SampleValue::F32(x)], self.path)?;
-        let mut times = vec![Vec::with_capacity(ROUNDS); sessions.len()];
-        for round in 0..WARMUP + ROUNDS {
+        let Effort { rounds, warmup, .. } = self.effort;
+        let mut times = vec![Vec::with_capacity(rounds); sessions.len()];
+        for round in 0..warmup + rounds.max(1) {
             for (s, t) in sessions.iter_mut().zip(&mut times) {
                 let started = Instant::now();
                 s.run(borrowed(&inputs))
                     .map_err(|e| crate::error::runtime(self.path, e))?;
-                if round >= WARMUP {
+                if round >= warmup {
                     t.push(started.elapsed().as_secs_f64() * 1e9);
                 }
             }

@@ -123,7 +123,7 @@ pub use kenosis_request::kernel_costs::{KernelCosts, Pricing};
 pub use kenosis_request::kernels::Evaluation;
 pub use kenosis_request::options::QuantizeOptions;
 pub use kenosis_request::{Error, OrtFailure, Result, IDENTITY};
-pub use kernel_bench::probe;
+pub use kernel_bench::{probe, Effort};
 pub use normalize::NormalizeSummary;
 pub use normalize::Normalized;
 pub use pipeline::{

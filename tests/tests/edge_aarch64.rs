@@ -297,6 +297,80 @@ fn the_example_cross_built_with_bundled_ort_runs_alone_on_aarch64_and_its_report
     }
 }
 
+/// `kenosis probe` cross-built with `bundled-ort` runs alone on the device (qemu here, with
+/// the quick measurement: emulated timings mean nothing and no figure is asserted), names
+/// the device's CPU, and an aarch64 build with its profile prices with it: the cache key's
+/// line and the report's `kernel_costs` say so.
+#[test]
+fn a_device_profile_probed_on_aarch64_prices_an_aarch64_build() {
+    let Some(config) = cross_config() else {
+        return;
+    };
+    let config = config.to_string_lossy().into_owned();
+    cross_build(
+        &workspace_root(),
+        &[
+            "--config",
+            &config,
+            "-p",
+            "kenosis-cli",
+            "--no-default-features",
+            "--features",
+            "bundled-ort",
+        ],
+    );
+    let binary = cross_target_dir().join(TARGET).join("release/kenosis");
+    let out = run_alone_on_qemu(
+        &binary,
+        &["probe", "--quick", "--format", "json", "-o", "board.json"],
+        &[],
+    );
+    let printed: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("board.json");
+    std::fs::write(&path, printed["profile"].to_string()).expect("writes");
+    let (profile, hash) =
+        kenosis_request::device_profile::DeviceProfile::read(&path).expect("a profile");
+    // What `tests/fixtures/aarch64-cpuinfo.txt` names.
+    assert_eq!(profile.cpu, "aarch64 (CPU implementer 0x41, part 0xd0c)");
+    assert_eq!(profile.cpu_class, TargetCpu::Aarch64.canonical());
+    assert!(
+        profile.cpu_flags.contains("asimddp"),
+        "{}",
+        profile.cpu_flags
+    );
+
+    kenosis_build::Config::new()
+        .model("fixtures/tiny/tiny_conv.onnx")
+        .manifest_dir(env!("CARGO_MANIFEST_DIR"))
+        .out_dir(dir.path().join("out"))
+        .cache_dir(dir.path().join("cache"))
+        .target(TARGET)
+        .device_profile(&path)
+        .compile()
+        .expect("the aarch64 build");
+    let manifest = kenosis_manifest::Manifest::read(&kenosis_manifest::Manifest::path_in(
+        &dir.path().join("out"),
+    ))
+    .expect("the manifest");
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&manifest.models[0].report_path).expect("the report"),
+    )
+    .expect("JSON");
+    assert_eq!(report["kernel_costs"]["device"], profile.cpu.as_str());
+    assert_eq!(
+        report["kernel_costs"]["costs"],
+        serde_json::to_value(profile.at_default_threads).expect("JSON")
+    );
+    let options = report["options"].as_str().expect("options");
+    assert!(
+        options.ends_with(&format!(
+            "kernel_costs = measured on device profile {hash}\n"
+        )),
+        "{options}"
+    );
+}
+
 /// The evaluation an aarch64 artifact gets on this machine, by kenosis-build's own rule (the
 /// QDQ reference where the host's x86 kernels saturate), as the report writes it.
 fn expected_evaluation() -> serde_json::Value {
