@@ -116,7 +116,7 @@ mod tests {
     use super::*;
     use crate::kernels::TargetCpu;
     use crate::options::QuantizeOptions;
-    use crate::request::Request;
+    use crate::request::through_a_request;
 
     fn profile() -> DeviceProfile {
         let one_thread = KernelCosts {
@@ -172,22 +172,8 @@ mod tests {
                 front_end.pricing().describe(),
                 "kernel costs measured on Cortex-A76"
             );
-            let request = Request {
-                model: PathBuf::from("m.onnx"),
-                source: "m.onnx".into(),
-                calibration: None,
-                options: front_end.to_options().canonical(),
-                device_profile: Some(path.clone()),
-                target: target.into(),
-                target_features: String::new(),
-                cache_dir: PathBuf::from("cache"),
-                key: "k".into(),
-                artifact: PathBuf::from("a.onnx"),
-                report: PathBuf::from("a.json"),
-            };
-            let json = serde_json::to_vec(&request).expect("serializes");
-            let back: Request = serde_json::from_slice(&json).expect("parses");
-            assert_eq!(back.quantize_options().expect("reads"), front_end);
+            let quantizer = through_a_request(&front_end, target, Some(path.clone()));
+            assert_eq!(quantizer, front_end);
         }
     }
 

@@ -182,6 +182,32 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
+/// The options the quantizer resolves from a request the front end wrote with `options` for
+/// `target` (and `device_profile`), after a round trip through JSON.
+#[cfg(test)]
+pub(crate) fn through_a_request(
+    options: &QuantizeOptions,
+    target: &str,
+    device_profile: Option<PathBuf>,
+) -> QuantizeOptions {
+    let request = Request {
+        model: PathBuf::from("m.onnx"),
+        source: "m.onnx".into(),
+        calibration: None,
+        options: options.to_options().canonical(),
+        device_profile,
+        target: target.into(),
+        target_features: String::new(),
+        cache_dir: PathBuf::from("cache"),
+        key: "k".into(),
+        artifact: PathBuf::from("a.onnx"),
+        report: PathBuf::from("a.json"),
+    };
+    let json = serde_json::to_vec(&request).expect("serializes");
+    let back: Request = serde_json::from_slice(&json).expect("parses");
+    back.quantize_options().expect("options resolve")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,22 +230,7 @@ mod tests {
         ]) {
             let layers = Options::parse_str(text).expect("parses");
             let front_end = QuantizeOptions::for_target(&layers, target, "");
-            let request = Request {
-                model: PathBuf::from("m.onnx"),
-                source: "m.onnx".into(),
-                calibration: None,
-                options: front_end.to_options().canonical(),
-                device_profile: None,
-                target: target.into(),
-                target_features: String::new(),
-                cache_dir: PathBuf::from("cache"),
-                key: "k".into(),
-                artifact: PathBuf::from("a.onnx"),
-                report: PathBuf::from("a.json"),
-            };
-            let json = serde_json::to_vec(&request).expect("serializes");
-            let back: Request = serde_json::from_slice(&json).expect("parses");
-            let quantizer = back.quantize_options().expect("options parse");
+            let quantizer = through_a_request(&front_end, target, None);
             assert_eq!(quantizer, front_end, "{text}");
             assert_eq!(quantizer.canonical(), front_end.canonical(), "{text}");
         }
