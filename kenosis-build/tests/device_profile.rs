@@ -119,7 +119,7 @@ fn a_profile_that_cannot_serve_the_target_fails_the_build_naming_it() {
         )),
         "{text}"
     );
-    std::fs::write(&path, b"{\"format\": 1}").expect("writes");
+    std::fs::write(&path, format!("{{\"format\": {FORMAT}}}")).expect("writes");
     let text = format!(
         "{:?}",
         build(dir.path(), "out", Some(&path)).expect_err("broken")

@@ -106,9 +106,8 @@ fn threads_label(threads: Option<usize>) -> String {
 
 /// The costs in FP32 dense multiply-adds, one `name value` each.
 fn costs_line(c: &KernelCosts) -> String {
-    format!(
-        "int8 dense {:.2}, fp32 depthwise {:.2}, int8 depthwise {:.2}, conversion {:.1}, \
-         layout {:.1} (FP32 dense multiply-adds)",
-        c.int8_dense, c.fp32_depthwise, c.int8_depthwise, c.conversion, c.layout
-    )
+    let costs: Vec<String> = (KernelCosts::NAMES.iter().zip(c.values()))
+        .map(|(name, value)| format!("{} {value:.2}", name.replace('_', " ")))
+        .collect();
+    format!("{} (FP32 dense multiply-adds)", costs.join(", "))
 }

@@ -16,6 +16,11 @@
 //!   (absorbed by the integer kernel), minus HardSwish's own FP32 time, over 2.
 //! - `layout`: INT8 1×1 Convs with an FP32 depthwise Conv between them, against all INT8,
 //!   minus the two conversions and the difference of the depthwise kernels, over 2.
+//! - `int8_dynamic_dense` / `int4_dense`: `[64, d]` × `[d, d]` MatMuls (a 64-token
+//!   encoder's projections, `d` 384 and 768) rewritten as a build rewrites them
+//!   ([`crate::quantize::dynamic::rewrite`], [`crate::quantize::int4::rewrite`], block 32)
+//!   against FP32 ones; the dynamic form less its input's quantization, priced as
+//!   `quantize::dynamic` prices it (`3·d` conversions a row).
 //!
 //! A timing is noise, not a price, when it leaves [`PLAUSIBLE`] times the class's table
 //! value (e.g. a background job stalled one chain): that cost keeps the table's value, and
@@ -38,9 +43,14 @@ use crate::onnx::{
     attr, make_node, tensor, tensor_info, DataType, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorProto,
 };
+use crate::quantize::{dynamic, int4};
 
 /// Layers of the long chain of each slope.
 const LONG: usize = 4;
+/// Rows of the MatMul chains' input: the tokens of a short sentence-encoder window.
+const MATMUL_ROWS: usize = 64;
+/// Block size of the 4-bit MatMul chains: `weights = "int4"`'s default.
+const INT4_BLOCK: usize = 32;
 /// How much timing a measurement takes: whole measurements (each cost is the median of
 /// them), and timed rounds per set of interleaved chains after untimed warm-up ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,37 +132,23 @@ pub fn measure_at(
     for _ in 0..effort.repeats.max(1) {
         repeats.push(bench.costs()?);
     }
-    let [int8_dense, fp32_depthwise, int8_depthwise, conversion, layout]: [f64; 5] =
-        std::array::from_fn(|k| {
-            let mut values: Vec<f64> = repeats.iter().map(|r| r[k]).collect();
-            values.sort_by(f64::total_cmp);
-            values[values.len() / 2]
-        });
-    let measured = [
-        ("int8_dense", int8_dense, table.int8_dense),
-        ("fp32_depthwise", fp32_depthwise, table.fp32_depthwise),
-        ("int8_depthwise", int8_depthwise, table.int8_depthwise),
-        ("conversion", conversion, table.conversion),
-        ("layout", layout, table.layout),
-    ];
+    let medians: [f64; 7] = std::array::from_fn(|k| {
+        let mut values: Vec<f64> = repeats.iter().map(|r| r[k]).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    });
     let mut kept_from_table = Vec::new();
-    let [int8_dense, fp32_depthwise, int8_depthwise, conversion, layout] =
-        measured.map(|(name, value, table)| {
-            if plausible(value, table) {
-                value
-            } else {
-                kept_from_table.push(name.to_owned());
-                table
-            }
-        });
+    let table_values = table.values();
+    let costs: [f64; 7] = std::array::from_fn(|k| {
+        if plausible(medians[k], table_values[k]) {
+            medians[k]
+        } else {
+            kept_from_table.push(KernelCosts::NAMES[k].to_owned());
+            table_values[k]
+        }
+    });
     Ok(Measured {
-        costs: KernelCosts {
-            int8_dense,
-            fp32_depthwise,
-            int8_depthwise,
-            conversion,
-            layout,
-        },
+        costs: KernelCosts::from_values(costs),
         kept_from_table,
     })
 }
@@ -211,15 +207,9 @@ fn plausible(value: f64, table: f64) -> bool {
 
 /// Whether every cost of `c` is [`plausible`] against `table`.
 fn all_plausible(c: &KernelCosts, table: &KernelCosts) -> bool {
-    [
-        (c.int8_dense, table.int8_dense),
-        (c.fp32_depthwise, table.fp32_depthwise),
-        (c.int8_depthwise, table.int8_depthwise),
-        (c.conversion, table.conversion),
-        (c.layout, table.layout),
-    ]
-    .into_iter()
-    .all(|(v, t)| plausible(v, t))
+    (c.values().into_iter())
+        .zip(table.values())
+        .all(|(v, t)| plausible(v, t))
 }
 
 /// Folder of [`cached`]'s files inside the Kenosis cache folder.
@@ -326,7 +316,31 @@ fn island_layer(after: Island, quantized: bool) -> Layer {
     })
 }
 
-/// A chain of layers on `[1, channels, hw, hw]` tensors, built node by node.
+/// The form a chain's FP32 MatMuls are rewritten into, as a build rewrites them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MatMulForm {
+    Fp32,
+    /// int8 weights, the input quantized at run time ([`dynamic::rewrite`]).
+    Dynamic,
+    /// 4-bit weights in blocks of [`INT4_BLOCK`] ([`int4::rewrite`]).
+    Int4,
+}
+
+/// A `[rows, channels]` × `[channels, channels]` FP32 MatMul, which the chain's model
+/// rewrites into `form`.
+fn matmul_layer(form: MatMulForm) -> Layer {
+    Box::new(move |ch, x| {
+        ch.matmul_form = form;
+        let c = ch.channels;
+        let w = ch.name("w");
+        let values = ch.weights(c * c);
+        (ch.initializers).push(tensor::from_f32(&w, &[c as i64, c as i64], &values));
+        ch.node("MatMul", vec![x, w], vec![])
+    })
+}
+
+/// A chain of layers on `[1, channels, hw, hw]` tensors (Convs) or `[rows, channels]` ones
+/// (MatMuls), built node by node.
 struct Chain {
     channels: usize,
     nodes: Vec<NodeProto>,
@@ -334,6 +348,8 @@ struct Chain {
     names: usize,
     /// xorshift64 state for the weights (their values do not change a kernel's time).
     seed: u64,
+    /// What [`Chain::model`] rewrites the MatMuls into.
+    matmul_form: MatMulForm,
 }
 
 impl Chain {
@@ -344,6 +360,7 @@ impl Chain {
             initializers: Vec::new(),
             names: 0,
             seed: 0x9e37_79b9_7f4a_7c15,
+            matmul_form: MatMulForm::Fp32,
         }
     }
 
@@ -430,8 +447,13 @@ impl Chain {
         self.node(op, vec![x], vec![])
     }
 
-    /// The model of the chain, input `x` and output `y`, at opset 14.
-    fn model(mut self, last: String, hw: usize) -> Vec<u8> {
+    /// The model of the chain, input `x` and output `y` of shape `dims`, at opset 14 (and
+    /// the `com.microsoft` domain of `MatMulNBits`), its MatMuls rewritten into the chain's
+    /// [`MatMulForm`]; `path` names the build in errors.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] when a rewrite refuses the chain (a bug).
+    fn model(mut self, last: String, dims: &[i64], path: &Path) -> Result<Vec<u8>> {
         self.nodes.push(make_node(
             "Identity",
             "y".into(),
@@ -439,24 +461,45 @@ impl Chain {
             vec!["y".into()],
             vec![],
         ));
-        let dims = [1, self.channels as i64, hw as i64, hw as i64];
-        let model = ModelProto {
-            ir_version: Some(8),
-            opset_import: vec![OperatorSetIdProto {
-                domain: None,
-                version: Some(14),
-            }],
-            graph: Some(GraphProto {
-                name: Some("kernel_bench".into()),
-                node: self.nodes,
-                input: vec![tensor_info("x", DataType::Float, Some(&dims))],
-                output: vec![tensor_info("y", DataType::Float, Some(&dims))],
-                initializer: self.initializers,
-                ..Default::default()
-            }),
+        let mut graph = GraphProto {
+            name: Some("kernel_bench".into()),
+            node: self.nodes,
+            input: vec![tensor_info("x", DataType::Float, Some(dims))],
+            output: vec![tensor_info("y", DataType::Float, Some(dims))],
+            initializer: self.initializers,
             ..Default::default()
         };
-        model.encode_to_vec()
+        if self.matmul_form != MatMulForm::Fp32 {
+            let chain_error =
+                |reason: crate::error::Unsupported| crate::error::unsupported(path, reason);
+            let types = crate::types::infer_elem_types(&graph);
+            let plan = dynamic::plan(&graph, &types, &Default::default(), None);
+            let rewritten = match self.matmul_form {
+                MatMulForm::Int4 => {
+                    int4::rewrite(&mut graph, &plan, INT4_BLOCK, false, &Default::default())
+                        .map(|_| ())
+                }
+                _ => dynamic::rewrite(&mut graph, &plan, false).map(|_| ()),
+            };
+            rewritten.map_err(|e| chain_error(e.into()))?;
+            crate::graph::sort_topologically(&mut graph).map_err(|e| chain_error(e.into()))?;
+        }
+        let model = ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![
+                OperatorSetIdProto {
+                    domain: None,
+                    version: Some(14),
+                },
+                OperatorSetIdProto {
+                    domain: Some(int4::DOMAIN.into()),
+                    version: Some(1),
+                },
+            ],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        Ok(model.encode_to_vec())
     }
 }
 
@@ -470,13 +513,12 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// One measurement of each cost, in the order of [`KernelCosts`]'s fields.
-    fn costs(&self) -> Result<[f64; 5]> {
+    /// One measurement of each cost, in the order of [`KernelCosts::NAMES`].
+    fn costs(&self) -> Result<[f64; 7]> {
         let mut dense = Vec::new();
         for (c, hw, k) in [(64, 56, 1), (128, 28, 1), (32, 56, 3)] {
             let [f, q] = self.per_layer(
-                c,
-                hw,
+                &[1, c, hw, hw],
                 [conv_layer(k, false, false), conv_layer(k, false, true)],
             )?;
             let macs = (c * c * hw * hw * k * k) as f64;
@@ -488,16 +530,14 @@ impl Bench<'_> {
             (vec![], vec![], vec![], vec![]);
         for (c, hw) in [(64, 56), (128, 28), (256, 14)] {
             let [f, q] = self.per_layer(
-                c,
-                hw,
+                &[1, c, hw, hw],
                 [conv_layer(3, true, false), conv_layer(3, true, true)],
             )?;
             let macs = (c * hw * hw * 9) as f64;
             fp32_dw.push(f / macs / fp32_mac);
             int8_dw.push(q / macs / fp32_mac);
             let [q_relu, q_hswish, f_relu, f_hswish] = self.per_layer(
-                c,
-                hw,
+                &[1, c, hw, hw],
                 [
                     island_layer(Island::Relu, true),
                     island_layer(Island::HardSwish, true),
@@ -510,8 +550,7 @@ impl Bench<'_> {
             let one_conversion = (q_hswish - q_relu - hswish_own) / 2.0 / elements / fp32_mac;
             conversion.push(one_conversion);
             let [all, fp32_between] = self.per_layer(
-                c,
-                hw,
+                &[1, c, hw, hw],
                 [
                     island_layer(Island::Depthwise { quantized: true }, true),
                     island_layer(Island::Depthwise { quantized: false }, true),
@@ -520,52 +559,70 @@ impl Bench<'_> {
             let island = (fp32_between - all) - (f - q);
             layout.push(island / 2.0 / elements / fp32_mac - one_conversion);
         }
+        let conversion = mean(conversion);
+        let (mut int8_dynamic, mut int4) = (vec![], vec![]);
+        for d in [384, 768] {
+            let [f, q, n] = self.per_layer(
+                &[MATMUL_ROWS, d],
+                [
+                    matmul_layer(MatMulForm::Fp32),
+                    matmul_layer(MatMulForm::Dynamic),
+                    matmul_layer(MatMulForm::Int4),
+                ],
+            )?;
+            // As `quantize::dynamic` prices the input's quantization: two passes over each
+            // row and the scaling of each output.
+            let quantizing = conversion * fp32_mac * (MATMUL_ROWS * 3 * d) as f64;
+            int8_dynamic.push((q - quantizing) / f);
+            int4.push(n / f);
+        }
         Ok([
             int8_dense,
             mean(fp32_dw),
             mean(int8_dw),
-            mean(conversion),
+            conversion,
             mean(layout),
+            mean(int8_dynamic),
+            mean(int4),
         ])
     }
 
-    /// Nanoseconds per layer of each of `layers`: the [`LONG`]-layer chain's median time
-    /// minus the one-layer chain's, over `LONG - 1`; all `2·N` chains interleaved.
-    fn per_layer<const N: usize>(
-        &self,
-        c: usize,
-        hw: usize,
-        layers: [Layer; N],
-    ) -> Result<[f64; N]> {
-        let models: Vec<Vec<u8>> = [1, LONG]
+    /// Nanoseconds per layer of each of `layers` on an input of shape `dims` (`[1, c, h,
+    /// w]` or `[rows, c]`): the [`LONG`]-layer chain's median time minus the one-layer
+    /// chain's, over `LONG - 1`; all `2·N` chains interleaved.
+    fn per_layer<const N: usize>(&self, dims: &[usize], layers: [Layer; N]) -> Result<[f64; N]> {
+        let shape: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let models = [1, LONG]
             .iter()
             .flat_map(|&n| {
+                let shape = &shape;
                 layers.iter().map(move |layer| {
-                    let mut chain = Chain::new(c);
+                    let mut chain = Chain::new(dims[1]);
                     let mut x = "x".to_owned();
                     for _ in 0..n {
                         x = layer(&mut chain, x);
                     }
-                    chain.model(x, hw)
+                    chain.model(x, shape, self.path)
                 })
             })
-            .collect();
-        let times = self.medians(models, c, hw)?;
+            .collect::<Result<Vec<_>>>()?;
+        let times = self.medians(models, dims)?;
         Ok(std::array::from_fn(|i| {
             (times[N + i] - times[i]) / (LONG - 1) as f64
         }))
     }
 
     /// Median nanoseconds per run of each model, interleaved round by round.
-    fn medians(&self, models: Vec<Vec<u8>>, c: usize, hw: usize) -> Result<Vec<f64>> {
+    fn medians(&self, models: Vec<Vec<u8>>, dims: &[usize]) -> Result<Vec<f64>> {
         let mut sessions = (models.into_iter())
             .map(|m| match self.threads {
                 Some(1) => session(self.path, m, GraphOptimizationLevel::Level3, 1),
                 threads => session_threads(self.path, m, GraphOptimizationLevel::Level3, threads),
             })
             .collect::<Result<Vec<_>>>()?;
-        let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[1, c, hw, hw]), |i| {
-            ((i[1] * 31 + i[2] * 7 + i[3]) % 17) as f32 / 8.0 - 1.0
+        let x = ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(dims), |i| {
+            let at: usize = (0..dims.len()).map(|k| i[k] * [1, 31, 7, 1][k]).sum();
+            (at % 17) as f32 / 8.0 - 1.0
         });
         let inputs = sample_inputs(&["x".to_owned()], &[SampleValue::F32(x)], self.path)?;
         let Effort { rounds, warmup, .. } = self.effort;
@@ -595,24 +652,18 @@ mod tests {
     use super::*;
     use crate::kernels::TargetCpu;
 
-    /// The micro-benchmarks run in ONNX Runtime and price every cost positive; on an
-    /// unloaded machine, INT8 dense Convs are cheaper than FP32 ones on every CPU class
-    /// ONNX Runtime has integer kernels for.
+    /// The micro-benchmarks run in ONNX Runtime, the MatMuls as a build rewrites them, and
+    /// price every cost positive; on an unloaded machine, INT8 dense Convs and dynamic
+    /// MatMuls are cheaper than FP32 ones on every CPU class ONNX Runtime has integer
+    /// kernels for.
     #[test]
     fn measures_plausible_costs_on_this_machine() {
         let table = KernelCosts::of(TargetCpu::of_target("", ""));
         let m = measure(&table, Path::new("kernel_bench")).unwrap();
         eprintln!("{m:?}");
-        for v in [
-            m.costs.int8_dense,
-            m.costs.fp32_depthwise,
-            m.costs.int8_depthwise,
-            m.costs.conversion,
-            m.costs.layout,
-        ] {
-            assert!(v.is_finite() && v > 0.0, "{m:?}");
-        }
+        assert!(m.costs.all_positive(), "{m:?}");
         assert!(m.costs.int8_dense < 1.0, "{m:?}");
+        assert!(m.costs.int8_dynamic_dense < 1.0, "{m:?}");
     }
 
     /// The second build on a machine reads the first one's costs; a damaged file is

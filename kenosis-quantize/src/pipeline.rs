@@ -606,11 +606,19 @@ impl Calibrated<'_> {
         if let kenosis_options::Weights::Int4 { block_size } = options.weights {
             // Weight-only: activations stay float; embedding tables int8.
             builder.set_int4(Some(block_size as usize), self.planned.keep.clone());
+            // Size is what int4 is asked for: its kernel's price informs, it does not place.
+            let priced = (builder.pricing()).map_or(String::new(), |p| {
+                format!(
+                    "; its multiply-add at {:.2}x FP32's ({})",
+                    p.costs.int4_dense,
+                    p.describe()
+                )
+            });
             let choice = ActivationsChoice {
                 mode: "float (int4 weights)".into(),
                 static_cosine: None,
                 dynamic_cosine: None,
-                reason: "weights = \"int4\": MatMulNBits, weight-only".into(),
+                reason: format!("weights = \"int4\": MatMulNBits, weight-only{priced}"),
             };
             return Ok((build(builder)?, choice));
         }

@@ -19,8 +19,8 @@ use kenosis_quantize::onnx::{
     TensorProto,
 };
 use kenosis_quantize::{quantize, Calibration, QuantizeOptions, Quantized};
-use kenosis_quantize::{Activations, Weights};
-use kenosis_request::kernels::Evaluation;
+use kenosis_quantize::{Activations, KernelCosts, Weights};
+use kenosis_request::kernels::{Evaluation, TargetCpu};
 use ndarray::ArrayD;
 use prost::Message;
 use rand::{Rng, SeedableRng};
@@ -549,6 +549,28 @@ fn static_shared_weights_are_quantized_once_per_channel_and_per_tensor() {
 /// [`MIN_COSINE_TO_DEQUANTIZED`]. Its cosine to FP32 itself is that reference's, give or
 /// take 0.001: 4-bit rounding of 72 products in a row costs what it costs, with shared
 /// weights or not.
+/// With kernel costs, `weights = "int4"` reports `MatMulNBits`' price beside FP32's, from
+/// the costs the build priced with; it still writes every MatMul as int4 (size is what int4
+/// is asked for).
+#[test]
+fn an_int4_build_reports_its_kernel_price() {
+    let dear = KernelCosts {
+        int4_dense: 1.23,
+        ..KernelCosts::of(TargetCpu::of_target("", ""))
+    };
+    let options = QuantizeOptions {
+        weights: Weights::Int4 { block_size: 32 },
+        speed_check: false,
+        measured_costs: Some(dear),
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(Path::new(PATH), &albert(), &calibration(), &options).expect("quantizes");
+    assert_eq!(q.report.rewrite.int4_matmuls, LAYERS * SHARED_MATMULS + 1);
+    let reason = &q.report.activations.as_ref().expect("a choice").reason;
+    let price = "1.23x FP32's (kernel costs measured on this machine)";
+    assert!(reason.contains(price), "{reason} lacks {price}");
+}
+
 #[test]
 fn int4_shared_weights_are_packed_once() {
     use kenosis_quantize::quantize::{int4, weights};

@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::kernel_costs::{KernelCosts, PROTOCOL};
 
-/// The version of the profile's layout this crate reads and `kenosis probe` writes.
-pub const FORMAT: u32 = 1;
+/// The version of the profile's layout this crate reads and `kenosis probe` writes. Format
+/// 2 added the transformer kernels' costs ([`KernelCosts::int8_dynamic_dense`],
+/// [`KernelCosts::int4_dense`]): a profile of format 1 is refused with the advice to probe
+/// again.
+pub const FORMAT: u32 = 2;
 
 /// The environment variable naming a device profile for every model of a cross build (one
 /// whose target is not the build machine); a call site's `device_profile` takes precedence.
@@ -182,18 +185,35 @@ mod tests {
         let dir = tempfile::tempdir().expect("a folder");
         let mut later = serde_json::to_value(profile()).expect("serializes");
         later["format"] = (FORMAT + 1).into();
+        // Format 1: no transformer kernels.
+        let mut earlier = serde_json::to_value(profile()).expect("serializes");
+        earlier["format"] = 1.into();
+        for costs in ["one_thread", "at_default_threads"] {
+            for name in ["int8_dynamic_dense", "int4_dense"] {
+                earlier[costs].as_object_mut().expect("costs").remove(name);
+            }
+        }
+        let (later_says, older_says) = (
+            format!("format {}", FORMAT + 1),
+            format!("version {} of the micro-benchmarks", PROTOCOL + 1),
+        );
         let mut negative = profile();
         negative.one_thread.layout = -1.0;
         let mut older = profile();
         older.protocol = PROTOCOL + 1;
         let cases = [
             ("text.json", b"not json".to_vec(), "not JSON"),
-            ("later.json", later.to_string().into_bytes(), "format 2"),
+            ("later.json", later.to_string().into_bytes(), &later_says),
+            (
+                "earlier.json",
+                earlier.to_string().into_bytes(),
+                "run this version's `kenosis probe`",
+            ),
             ("empty.json", b"{}".to_vec(), "no `format` field"),
             (
                 "older.json",
                 serde_json::to_vec(&older).expect("serializes"),
-                "version 2 of the micro-benchmarks",
+                &older_says,
             ),
             (
                 "negative.json",

@@ -13,6 +13,10 @@
 //! - a float op between integer kernels (a HardSwish, or a SiLU run as `QuickGelu`) pays
 //!   both, a DequantizeLinear before it and a QuantizeLinear after it.
 //!
+//! The transformer path's two kernels are priced too: a MatMul whose input is quantized at
+//! run time (`DynamicQuantizeMatMul`, see `kenosis_quantize::quantize::dynamic`) and
+//! `MatMulNBits` with 4-bit weights and float activations (`weights = "int4"`).
+//!
 //! The table is what a build prices with when it cannot measure: a cross build, or a build
 //! for a CPU class other than the build machine's. A build for the build machine's own class
 //! measures the costs there instead (`kenosis_quantize::kernel_bench`). The x86-with-VNNI row was
@@ -26,8 +30,9 @@ use crate::kernels::TargetCpu;
 
 /// Version of the micro-benchmarks that measure the costs (`kenosis_quantize::kernel_bench`),
 /// part of the cache key of their results and written into device profiles: a change of
-/// chains or arithmetic invalidates costs measured before it.
-pub const PROTOCOL: u32 = 1;
+/// chains or arithmetic invalidates costs measured before it. Version 2 added the
+/// transformer kernels ([`KernelCosts::int8_dynamic_dense`], [`KernelCosts::int4_dense`]).
+pub const PROTOCOL: u32 = 2;
 
 /// Relative kernel costs, in FP32 dense multiply-adds (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -43,20 +48,58 @@ pub struct KernelCosts {
     /// One element through a layout change, where an integer kernel (NHWC) meets an FP32
     /// Conv or pooling (NCHWc on x86, NCHW elsewhere).
     pub layout: f64,
+    /// One multiply-add of a MatMul with int8 weights whose input is quantized at run time
+    /// (ONNX Runtime's fused `DynamicQuantizeMatMul`), without the quantization of its
+    /// input, which is priced as [`conversion`](Self::conversion)s.
+    pub int8_dynamic_dense: f64,
+    /// One multiply-add of `MatMulNBits` with 4-bit weights in blocks of 32 and float
+    /// activations (`accuracy_level` 0), the kernel of `weights = "int4"`.
+    pub int4_dense: f64,
 }
 
 impl KernelCosts {
-    /// Whether every cost is a finite number above zero, as a price must be.
-    pub fn all_positive(&self) -> bool {
+    /// The names of the costs, in the order of [`values`](Self::values): the fields' names.
+    pub const NAMES: [&'static str; 7] = [
+        "int8_dense",
+        "fp32_depthwise",
+        "int8_depthwise",
+        "conversion",
+        "layout",
+        "int8_dynamic_dense",
+        "int4_dense",
+    ];
+
+    /// The costs in the order of [`NAMES`](Self::NAMES).
+    pub fn values(&self) -> [f64; 7] {
         [
             self.int8_dense,
             self.fp32_depthwise,
             self.int8_depthwise,
             self.conversion,
             self.layout,
+            self.int8_dynamic_dense,
+            self.int4_dense,
         ]
-        .iter()
-        .all(|c| c.is_finite() && *c > 0.0)
+    }
+
+    /// The costs from `values`, in the order of [`NAMES`](Self::NAMES).
+    pub fn from_values(values: [f64; 7]) -> Self {
+        let [int8_dense, fp32_depthwise, int8_depthwise, conversion, layout, int8_dynamic_dense, int4_dense] =
+            values;
+        Self {
+            int8_dense,
+            fp32_depthwise,
+            int8_depthwise,
+            conversion,
+            layout,
+            int8_dynamic_dense,
+            int4_dense,
+        }
+    }
+
+    /// Whether every cost is a finite number above zero, as a price must be.
+    pub fn all_positive(&self) -> bool {
+        self.values().iter().all(|c| c.is_finite() && *c > 0.0)
     }
 
     /// The kernel costs of target class `cpu`.
@@ -69,20 +112,33 @@ impl KernelCosts {
                 int8_depthwise: 2.9,
                 conversion: 10.0,
                 layout: 15.0,
+                // Estimated from a sentence encoder's latency with 18 such MatMuls
+                // (`docs/benchmarks.md`, "Transformer encoders"), about a quarter of FP32's.
+                int8_dynamic_dense: 0.3,
+                // Estimated likewise: `MatMulNBits` dequantizes its weights for a float
+                // product, a little faster than FP32 with half-byte weights to read.
+                int4_dense: 0.8,
             },
             // Estimated: without VNNI one `VPDPBUSD` becomes `VPMADDUBSW` + `VPMADDWD` +
             // `VPADDD`, about twice the dense int8 time; the depthwise kernel and the
             // conversions do not use VNNI and keep their measured costs.
+            // The transformer kernels measured on an AMD EPYC without VNNI
+            // (`cargo xtask bench --kernel-costs-only`).
             TargetCpu::X86 => Self {
                 int8_dense: 0.66,
+                int8_dynamic_dense: 0.55,
+                int4_dense: 1.05,
                 ..Self::of(TargetCpu::X86Vnni)
             },
             // Estimated: `SDOT` (or widening multiplies on cores without it) is priced
             // between the two x86 rows; without NCHWc, FP32 depthwise is assumed no faster
             // than int8; conversions and layout changes (NHWC against NCHW) as measured.
+            // The transformer kernels as the dense one; `MatMulNBits` as FP32.
             TargetCpu::Aarch64 => Self {
                 int8_dense: 0.5,
                 int8_depthwise: 2.2,
+                int8_dynamic_dense: 0.5,
+                int4_dense: 1.0,
                 ..Self::of(TargetCpu::X86Vnni)
             },
         }
@@ -163,18 +219,31 @@ mod tests {
     use crate::kernels::TargetCpu;
 
     #[test]
-    fn only_the_dense_int8_kernel_differs_between_the_x86_classes() {
+    fn only_the_matmul_kernels_differ_between_the_x86_classes() {
         let (x86, vnni) = (
             KernelCosts::of(TargetCpu::X86),
             KernelCosts::of(TargetCpu::X86Vnni),
         );
         assert!(x86.int8_dense > vnni.int8_dense);
+        assert!(x86.int8_dynamic_dense > vnni.int8_dynamic_dense);
         assert_eq!(
             KernelCosts {
                 int8_dense: vnni.int8_dense,
+                int8_dynamic_dense: vnni.int8_dynamic_dense,
+                int4_dense: vnni.int4_dense,
                 ..x86
             },
             vnni
         );
+    }
+
+    #[test]
+    fn values_and_names_follow_the_fields() {
+        let c = KernelCosts::of(TargetCpu::Aarch64);
+        assert_eq!(KernelCosts::from_values(c.values()), c);
+        let json = serde_json::to_value(c).unwrap();
+        for (name, value) in KernelCosts::NAMES.iter().zip(c.values()) {
+            assert_eq!(json[name].as_f64(), Some(value), "{name}");
+        }
     }
 }

@@ -369,21 +369,9 @@ fn kernel_costs(out: &Path) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         cpu.canonical(),
     );
-    for (name, measured, row) in [
-        ("int8_dense", m.costs.int8_dense, table.int8_dense),
-        (
-            "fp32_depthwise",
-            m.costs.fp32_depthwise,
-            table.fp32_depthwise,
-        ),
-        (
-            "int8_depthwise",
-            m.costs.int8_depthwise,
-            table.int8_depthwise,
-        ),
-        ("conversion", m.costs.conversion, table.conversion),
-        ("layout", m.costs.layout, table.layout),
-    ] {
+    for ((name, measured), row) in
+        (KernelCosts::NAMES.iter().zip(m.costs.values())).zip(table.values())
+    {
         let kept = if m.kept_from_table.iter().any(|k| k == name) {
             " (implausible: the table's)"
         } else {

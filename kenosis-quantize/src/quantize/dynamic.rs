@@ -202,10 +202,11 @@ pub fn matmul_weight_share(
 
 /// Whether quantizing input tensor `x` (`k` features a row) at run time for MatMuls with
 /// `columns` output features in total saves time at `costs`: per row, the integer kernel
-/// saves `(1 - int8_dense)·k·columns` multiply-adds' time, and `DynamicQuantizeLinear`
-/// costs two passes over the row (range, then codes) and the scaling of each output.
+/// saves `(1 - int8_dynamic_dense)·k·columns` multiply-adds' time, and
+/// `DynamicQuantizeLinear` costs two passes over the row (range, then codes) and the scaling
+/// of each output.
 fn pays(costs: &KernelCosts, k: usize, columns: usize) -> bool {
-    let saved = (1.0 - costs.int8_dense) * (k * columns) as f64;
+    let saved = (1.0 - costs.int8_dynamic_dense) * (k * columns) as f64;
     let cost = costs.conversion * (2 * k + columns) as f64;
     saved > cost
 }
@@ -628,6 +629,15 @@ mod tests {
         assert_eq!((thin.matmuls.len(), thin.slower), (0, vec![0]));
         let wide = plan(&graph(384, 384), &types, &HashSet::new(), Some(&costs));
         assert_eq!(wide.matmuls.len(), 1);
+        // A device whose dynamic kernel is no faster than FP32 keeps even a wide one FP32;
+        // the static kernel's price does not enter.
+        let no_faster = KernelCosts {
+            int8_dynamic_dense: 1.0,
+            int8_dense: 0.1,
+            ..costs
+        };
+        let kept = plan(&graph(384, 384), &types, &HashSet::new(), Some(&no_faster));
+        assert_eq!((kept.matmuls.len(), kept.slower), (0, vec![0]));
     }
 
     #[test]
