@@ -92,7 +92,11 @@ impl Config {
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let config: Config =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+        if config.num_attention_heads == 0
+            || !config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
+        {
             return Err(format!(
                 "{}: {} heads do not divide hidden size {}",
                 path.display(),
