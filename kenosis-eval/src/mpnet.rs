@@ -41,8 +41,8 @@ use serde::Deserialize;
 
 use crate::graph::{model, node, node_with};
 
-/// The folder `fetch-models.sh`-style fetching leaves the model in, under
-/// [`crate::fetched_models_dir`].
+/// The model's folder in [`crate::fetched_models_dir`], as fetched from its publisher
+/// (`config.json`, `model.safetensors`, `tokenizer.json`, …).
 pub const MODEL_DIR: &str = "all-mpnet-base-v2";
 
 /// The ONNX file [`ensure_onnx`] writes next to [`MODEL_DIR`] for the benchmark.
