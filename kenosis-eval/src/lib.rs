@@ -4,6 +4,7 @@
 pub mod audio;
 pub mod documents;
 pub mod graph;
+pub mod mpnet;
 pub mod prose;
 
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use kenosis_eval::mpnet;
 use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
 use kenosis_quantize::calibrate::session::{borrowed, sample_inputs};
 use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
@@ -19,6 +20,7 @@ use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
 use kenosis_request::kernels::{IntegerKernels, TargetCpu};
 use ort::session::Session;
 use serde::Serialize;
+use tokenizers::Tokenizer;
 
 use super::measure::{self, Latency};
 
@@ -29,26 +31,55 @@ pub const EVALUATION_WINDOWS: usize = 100;
 /// Tokens per window.
 pub const TOKENS: usize = 64;
 
-/// An encoder of the section: its file in the fetched-models folder, and where its
-/// outputs are.
+/// An encoder of the section: its file in the fetched-models folder, where its outputs are,
+/// and how its windows of prose are tokenized.
 #[derive(Debug, Clone, Copy)]
 pub struct Encoder {
     pub file: &'static str,
     /// Output index of the token embeddings `[1, tokens, dim]`.
     pub tokens_output: usize,
-    /// Output index of the mean-pooled embedding `[1, dim]`.
+    /// Output index of the mean-pooled embedding `[1, dim]` (cosines do not depend on an L2
+    /// normalization after the pooling).
     pub pooled_output: usize,
     pub dim: usize,
+    /// Its `tokenizer.json`, given the fetched-models folder.
+    pub tokenizer: fn(&Path) -> PathBuf,
+    /// The tokens opening and closing each window: `[CLS]` and `[SEP]` for BERT, `<s>` and
+    /// `</s>` for MPNet (whose vocabulary also holds `[CLS]` and `[SEP]`, as plain tokens).
+    pub frame: (&'static str, &'static str),
+    /// For a model published without an ONNX file: builds `file` in the fetched-models
+    /// folder when it is absent, returning its path.
+    pub build: Option<BuildOnnx>,
 }
 
-/// The encoders measured. paraphrase-MiniLM-L3-v2 is the only FP32 BERT-family encoder
-/// found in a PyPI wheel (`fetch-models.sh`); no other one is fetched without a hub download.
-pub const ENCODERS: [Encoder; 1] = [Encoder {
-    file: "paraphrase-MiniLM-L3-v2.onnx",
-    tokens_output: 2,
-    pooled_output: 3,
-    dim: 384,
-}];
+/// Builds an encoder's ONNX file in the fetched-models folder (given) when absent, returning
+/// its path.
+pub type BuildOnnx = fn(&Path) -> Result<PathBuf, String>;
+
+/// The encoders measured. paraphrase-MiniLM-L3-v2 is the only FP32 BERT-family ONNX encoder
+/// found in a PyPI wheel (`fetch-models.sh`); all-mpnet-base-v2 (MPNet-base, 110M
+/// parameters) is fetched by hand as safetensors and built into ONNX by
+/// [`kenosis_eval::mpnet`] (its rows are an error note without it).
+pub const ENCODERS: [Encoder; 2] = [
+    Encoder {
+        file: "paraphrase-MiniLM-L3-v2.onnx",
+        tokens_output: 2,
+        pooled_output: 3,
+        dim: 384,
+        tokenizer: |_| prose::minilm_tokenizer_path(),
+        frame: ("[CLS]", "[SEP]"),
+        build: None,
+    },
+    Encoder {
+        file: mpnet::ONNX_FILE,
+        tokens_output: mpnet::TOKENS_OUTPUT,
+        pooled_output: mpnet::SENTENCE_OUTPUT,
+        dim: 768,
+        tokenizer: |dir| dir.join(mpnet::MODEL_DIR).join("tokenizer.json"),
+        frame: ("<s>", "</s>"),
+        build: Some(mpnet::ensure_onnx),
+    },
+];
 
 /// One quantizer's row.
 #[derive(Debug, Clone, Serialize)]
@@ -98,15 +129,7 @@ pub fn measure(
                 rows: Vec::new(),
                 error: None,
             };
-            if let Err(err) = measure_one(
-                &dir.join(e.file),
-                *e,
-                python,
-                out,
-                warmup,
-                runs,
-                &mut result,
-            ) {
+            if let Err(err) = measure_one(dir, *e, python, out, warmup, runs, &mut result) {
                 result.error = Some(err);
             }
             result
@@ -129,7 +152,7 @@ fn native_options() -> Option<QuantizeOptions> {
 }
 
 fn measure_one(
-    path: &Path,
+    dir: &Path,
     encoder: Encoder,
     python: Option<&Path>,
     out: &Path,
@@ -137,6 +160,11 @@ fn measure_one(
     runs: usize,
     result: &mut EncoderResult,
 ) -> Result<(), String> {
+    let path = match encoder.build {
+        Some(build) => build(dir)?,
+        None => dir.join(encoder.file),
+    };
+    let path = path.as_path();
     if !path.is_file() {
         return Err(format!(
             "{} not found (../shared/fetch-models.sh)",
@@ -146,16 +174,16 @@ fn measure_one(
     let (calib_files, eval_files) = prose::licence_files(&CALIBRATION_TEXTS)
         .zip(prose::licence_files(&EVALUATION_TEXTS))
         .ok_or_else(|| format!("licence texts missing from {}", prose::LICENSES_DIR))?;
-    let tokenizer = prose::minilm_tokenizer_path();
+    let tokenizer = (encoder.tokenizer)(dir);
     let calibration = CalibrationData {
-        samples: (prose::windows(&tokenizer, &calib_files, CALIBRATION_WINDOWS, TOKENS).iter())
+        samples: (windows(encoder, &tokenizer, &calib_files, CALIBRATION_WINDOWS)?.iter())
             .map(|w| prose::bert_inputs(w))
             .collect(),
         files: Vec::new(),
         synthetic: false,
     };
     let evaluation: Vec<Vec<SampleValue>> =
-        (prose::windows(&tokenizer, &eval_files, EVALUATION_WINDOWS, TOKENS).iter())
+        (windows(encoder, &tokenizer, &eval_files, EVALUATION_WINDOWS)?.iter())
             .map(|w| prose::bert_inputs(w))
             .collect();
     let fp32 = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -267,6 +295,32 @@ fn measure_one(
     }
     result.fp32_latency = Some(latency[0]);
     Ok(())
+}
+
+/// [`prose::windows`] of [`TOKENS`] tokens framed by `encoder`'s own tokens (`prose` frames
+/// them with `[CLS]` and `[SEP]`).
+fn windows(
+    encoder: Encoder,
+    tokenizer: &Path,
+    files: &[PathBuf],
+    count: usize,
+) -> Result<Vec<Vec<i64>>, String> {
+    let tok =
+        Tokenizer::from_file(tokenizer).map_err(|e| format!("{}: {e}", tokenizer.display()))?;
+    let id = |t: &str| {
+        tok.token_to_id(t)
+            .map(i64::from)
+            .ok_or_else(|| format!("{}: no {t} token", tokenizer.display()))
+    };
+    let (open, close) = (id(encoder.frame.0)?, id(encoder.frame.1)?);
+    let mut windows = prose::windows(tokenizer, files, count, TOKENS);
+    for w in &mut windows {
+        // `prose::windows` makes windows of TOKENS >= 2 ids.
+        let n = w.len();
+        w[0] = open;
+        w[n - 1] = close;
+    }
+    Ok(windows)
 }
 
 /// Runs `bench/ort_quantize_dynamic.py` on `model`, writing `pc` and `pt`.
