@@ -544,7 +544,8 @@ impl Calibrated<'_> {
             ops: planned.keep.clone(),
             tensors: HashSet::new(),
         };
-        let (built, activations) = self.choose_activations(&mut builder, &kept, options)?;
+        let (built, activations) =
+            self.choose_activations(&mut builder, &kept, options, started.elapsed())?;
         let build = |builder: &Builder<'_>, kept: &KeptFloat| {
             builder
                 .build(kept)
@@ -580,7 +581,8 @@ impl Calibrated<'_> {
     /// The activation mode of `options` set on `builder`, and its first build. With
     /// `activations = "auto"` on a model where [`compares_activation_modes`] holds, both
     /// modes are built and measured against FP32 on the held-out samples, and the one with
-    /// the higher mean cosine is kept (static on a tie).
+    /// the higher mean cosine is kept (static on a tie); then MatMuls may take the other mode
+    /// group by group ([`Self::flip_groups`], within about `spent` more time).
     ///
     /// # Errors
     /// [`Error::Unsupported`] when a rewrite fails, [`Error::Runtime`] when ONNX Runtime
@@ -590,6 +592,7 @@ impl Calibrated<'_> {
         builder: &mut Builder<'_>,
         kept: &KeptFloat,
         options: &QuantizeOptions,
+        spent: std::time::Duration,
     ) -> Result<(Built, ActivationsChoice)> {
         let planned = &self.planned;
         let path = planned.path;
@@ -602,6 +605,8 @@ impl Calibrated<'_> {
             static_cosine: None,
             dynamic_cosine: None,
             reason: why.into(),
+            flipped: Vec::new(),
+            mixed_cosine: None,
         };
         if let kenosis_options::Weights::Int4 { block_size } = options.weights {
             // Weight-only: activations stay float; embedding tables int8.
@@ -619,6 +624,8 @@ impl Calibrated<'_> {
                 static_cosine: None,
                 dynamic_cosine: None,
                 reason: format!("weights = \"int4\": MatMulNBits, weight-only{priced}"),
+                flipped: Vec::new(),
+                mixed_cosine: None,
             };
             return Ok((build(builder)?, choice));
         }
@@ -661,13 +668,95 @@ impl Calibrated<'_> {
             builder.set_activations(ActivationMode::Static);
             (static_built, ActivationMode::Static)
         };
+        let whole = static_cosine.max(dynamic_cosine);
+        let deadline = Instant::now() + spent.max(MIN_FLOOR_SEARCH);
+        let (built, mixed) =
+            self.flip_groups(builder, kept, &held_out, (built, whole), deadline)?;
+        let mut flipped: Vec<String> = builder.flipped().iter().cloned().collect();
+        flipped.sort_unstable();
         let choice = ActivationsChoice {
             mode: mode_name(mode).into(),
             static_cosine: Some(static_cosine),
             dynamic_cosine: Some(dynamic_cosine),
             reason: "closer to FP32 on the held-out samples".into(),
+            flipped,
+            mixed_cosine: mixed,
         };
         Ok((built, choice))
+    }
+
+    /// The per-node choice of activation mode, from each choice's measured effect on the
+    /// held-out output. Starting from `built`, the better whole-model mode, with mean cosine
+    /// `whole` on the held-out samples, each group of MatMuls that reads one input tensor
+    /// ([`crate::quantize::dynamic::DynamicPlan::groups`]: an attention block's
+    /// projections, its output projection, the FFN's two) is built alone in the other
+    /// mode and measured, in graph order until `deadline`. The groups that measured closer
+    /// to FP32 are then built flipped together: that build is kept when it measures closer
+    /// than `whole` and than the best single flip; else the best single flip, when closer
+    /// than `whole`; else `built`. The kept flips stay set on `builder`, so that later builds
+    /// (the fidelity floor, the speed check's revisions) keep them. Each build is priced as
+    /// any other, so a group that does not repay its run-time quantization stays FP32.
+    ///
+    /// Returns the kept build and, when it has flips, its mean cosine.
+    ///
+    /// # Errors
+    /// As [`Self::choose_activations`].
+    fn flip_groups(
+        &self,
+        builder: &mut Builder<'_>,
+        kept: &KeptFloat,
+        held_out: &fidelity::Evaluator,
+        (built, whole): (Built, f64),
+        deadline: Instant,
+    ) -> Result<(Built, Option<f64>)> {
+        let planned = &self.planned;
+        let graph = planned.normalized.graph();
+        let costs = builder.pricing().map(|p| p.costs);
+        let groups =
+            crate::quantize::dynamic::plan(graph, &planned.types, &kept.ops, costs.as_ref())
+                .groups(graph);
+        if groups.len() < 2 {
+            return Ok((built, None));
+        }
+        let measure =
+            |builder: &mut Builder<'_>, flipped: HashSet<String>| -> Result<(Built, f64)> {
+                builder.set_flipped(flipped);
+                let b = builder
+                    .build(kept)
+                    .map_err(|r| crate::error::unsupported(planned.path, r))?;
+                let cosine = held_out.measure(&b.model)?.mean_cosine;
+                Ok((b, cosine))
+            };
+        let mut closer: Vec<(f64, HashSet<String>, Built)> = Vec::new();
+        for group in groups {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let flipped: HashSet<String> = group.into_iter().collect();
+            let (b, cosine) = measure(builder, flipped.clone())?;
+            if cosine > whole {
+                closer.push((cosine, flipped, b));
+            }
+        }
+        closer.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let Some((best_single, _, _)) = closer.first() else {
+            builder.set_flipped(HashSet::new());
+            return Ok((built, None));
+        };
+        let best_single = *best_single;
+        if closer.len() > 1 {
+            let all: HashSet<String> = closer
+                .iter()
+                .flat_map(|(_, f, _)| f.iter().cloned())
+                .collect();
+            let (b, cosine) = measure(builder, all)?;
+            if cosine > best_single {
+                return Ok((b, Some(cosine)));
+            }
+        }
+        let (cosine, flipped, b) = closer.swap_remove(0);
+        builder.set_flipped(flipped);
+        Ok((b, Some(cosine)))
     }
 
     /// With a speed floor (`min_speedup`, or 1 with `speed_check` and `fp32_where_faster`

@@ -105,6 +105,15 @@ pub struct ActivationsChoice {
     pub dynamic_cosine: Option<f64>,
     /// Why this mode: requested, measured closer to FP32, or not compared.
     pub reason: String,
+    /// MatMul and Gemm nodes whose activations take the other mode than
+    /// [`mode`](Self::mode), chosen group by group on the held-out samples (see
+    /// `pipeline`'s per-node search); empty when none measured closer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flipped: Vec<String>,
+    /// Mean cosine to FP32 of the build with [`flipped`](Self::flipped) on the held-out
+    /// samples, when it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_cosine: Option<f64>,
 }
 
 impl Report {
@@ -238,10 +247,18 @@ impl Report {
                 mode,
                 static_cosine: Some(st),
                 dynamic_cosine: Some(dy),
+                flipped,
+                mixed_cosine,
                 ..
-            }) => format!(
-                "; {mode} MatMul activations (held-out cosine static {st:.4}, dynamic {dy:.4})"
-            ),
+            }) => {
+                let mixed = match mixed_cosine {
+                    Some(m) => format!(", {} MatMuls the other way {m:.4}", flipped.len()),
+                    None => String::new(),
+                };
+                format!(
+                    "; {mode} MatMul activations (held-out cosine static {st:.4}, dynamic {dy:.4}{mixed})"
+                )
+            }
             Some(a) if a.mode == "dynamic" => "; dynamic MatMul activations".to_owned(),
             _ => String::new(),
         };

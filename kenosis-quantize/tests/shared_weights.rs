@@ -630,3 +630,48 @@ fn int4_shared_weights_are_packed_once() {
         "int4: cosine to FP32 {cosine}, its dequantized weights' {reference_to_fp32}"
     );
 }
+
+/// `activations = "auto"` builds both modes, then tries each group of MatMuls reading one
+/// input in the other mode: what the report says was flipped is what the artifact runs.
+/// Flips are kept only when they measured closer to FP32 than either whole mode, and the
+/// flipped MatMuls run in the other mode than the rest.
+#[test]
+fn per_group_activation_modes_are_kept_only_when_closer() {
+    let options = QuantizeOptions {
+        activations: Activations::Auto,
+        speed_check: false,
+        fp32_where_faster: false,
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(Path::new(PATH), &albert(), &calibration(), &options).expect("quantizes");
+    let a = q.report.activations.clone().expect("a choice");
+    eprintln!("{}\n{a:?}", q.report.summary_line());
+    let (st, dy) = (
+        a.static_cosine.expect("both built"),
+        a.dynamic_cosine.expect("both built"),
+    );
+    let dynamic: std::collections::HashSet<&str> = (q.report.rewrite.dynamic_nodes.iter())
+        .map(String::as_str)
+        .collect();
+    let statics: std::collections::HashSet<&str> = (q.report.rewrite.static_matmuls.iter())
+        .map(String::as_str)
+        .collect();
+    match a.mixed_cosine {
+        None => assert!(a.flipped.is_empty(), "{a:?}"),
+        Some(mixed) => {
+            assert!(!a.flipped.is_empty() && mixed > st.max(dy), "{a:?}");
+            let (flipped_into, rest) = match a.mode.as_str() {
+                "static" => (&dynamic, &statics),
+                _ => (&statics, &dynamic),
+            };
+            for name in &a.flipped {
+                assert!(flipped_into.contains(name.as_str()), "{name}: {a:?}");
+                assert!(!rest.contains(name.as_str()), "{name}: {a:?}");
+            }
+            assert!(
+                !rest.is_empty(),
+                "some MatMuls keep the model's mode: {a:?}"
+            );
+        }
+    }
+}

@@ -57,6 +57,16 @@ pub enum ActivationMode {
     Dynamic,
 }
 
+impl ActivationMode {
+    /// The other mode.
+    pub fn other(self) -> Self {
+        match self {
+            Self::Static => Self::Dynamic,
+            Self::Dynamic => Self::Static,
+        }
+    }
+}
+
 /// What calibration measured on the FP32 model, all a rewrite reads from it.
 #[derive(Debug, Default)]
 pub struct Statistics {
@@ -95,6 +105,9 @@ pub struct Builder<'m> {
     /// `keep_float`, nodes ONNX Runtime cannot run): other MatMuls a target keeps fall back
     /// to int8 weights with dynamic activations instead of FP32.
     requested_float: HashSet<String>,
+    /// MatMul and Gemm nodes (by name) whose activations take the other mode than
+    /// [`activations`](Self::activations): a per-node choice (int8 weights only).
+    flipped: HashSet<String>,
 }
 
 pub use super::reason::INT8_FALLBACK_REASON;
@@ -123,6 +136,7 @@ impl<'m> Builder<'m> {
             activations: ActivationMode::Static,
             int4_block: None,
             requested_float: HashSet::new(),
+            flipped: HashSet::new(),
         }
     }
 
@@ -156,6 +170,19 @@ impl<'m> Builder<'m> {
         self.activations
     }
 
+    /// Makes the following builds quantize the activations of the MatMul and Gemm nodes
+    /// named in `flipped` in the other mode than [`activations`](Self::activations) (int8
+    /// weights only; ignored with 4-bit ones). The embedding tables follow
+    /// [`activations`](Self::activations).
+    pub fn set_flipped(&mut self, flipped: HashSet<String>) {
+        self.flipped = flipped;
+    }
+
+    /// The nodes [`set_flipped`](Self::set_flipped) named.
+    pub fn flipped(&self) -> &HashSet<String> {
+        &self.flipped
+    }
+
     /// Plans and rewrites a fresh copy of the model, keeping `kept` nodes in FP32, `kept`
     /// activation tensors unquantized, and the nodes the target's kernel costs find faster in
     /// FP32 (see [`domain`]).
@@ -183,14 +210,25 @@ impl<'m> Builder<'m> {
         };
         // Dynamic nodes are kept out of the static placement, then rewritten after it (its
         // rewrite only appends nodes, so their indices hold).
-        let dynamic_plan =
-            (self.activations == ActivationMode::Dynamic || self.int4_block.is_some()).then(|| {
+        let int8_flips = self.int4_block.is_none() && !self.flipped.is_empty();
+        let dynamic_plan = (self.activations == ActivationMode::Dynamic
+            || self.int4_block.is_some()
+            || int8_flips)
+            .then(|| {
                 let costs = self.pricing.as_ref().map(|p| p.costs);
                 let float = match self.int4_block {
                     Some(_) => &self.requested_float,
                     None => &kept.ops,
                 };
-                dynamic::plan(graph, self.types, float, costs.as_ref())
+                let mut d = dynamic::plan(graph, self.types, float, costs.as_ref());
+                if int8_flips {
+                    let dynamic = |name: &str| {
+                        (self.activations == ActivationMode::Dynamic) != self.flipped.contains(name)
+                    };
+                    let tables = self.activations == ActivationMode::Dynamic;
+                    d.retain(graph, dynamic, tables);
+                }
+                d
             });
         // MatMuls a fidelity target keeps, which 4-bit weights give int8 ones instead.
         let int8_fallback: HashSet<String> = match self.int4_block {

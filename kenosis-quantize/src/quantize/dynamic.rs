@@ -74,6 +74,34 @@ pub struct DynamicPlan {
 }
 
 impl DynamicPlan {
+    /// Keeps the MatMuls (and the FP32-kept `slower` ones) whose name `dynamic` accepts, and
+    /// the embedding tables only when `tables`: the plan of a build where other MatMuls take
+    /// static activations.
+    pub fn retain(&mut self, graph: &GraphProto, dynamic: impl Fn(&str) -> bool, tables: bool) {
+        self.matmuls.retain(|m| dynamic(graph.node[m.node].name()));
+        self.slower.retain(|&i| dynamic(graph.node[i].name()));
+        if !tables {
+            self.tables.clear();
+            self.small_tables.clear();
+        }
+    }
+
+    /// The planned MatMuls' names, in groups that read one input tensor (and share its
+    /// `DynamicQuantizeLinear`: an attention block's query, key and value projections), in
+    /// graph order: the units a per-node choice of activation mode flips together.
+    pub fn groups(&self, graph: &GraphProto) -> Vec<Vec<String>> {
+        let mut by_input: Vec<(&str, Vec<String>)> = Vec::new();
+        for m in &self.matmuls {
+            let node = &graph.node[m.node];
+            let input = node.input[0].as_str();
+            match by_input.iter_mut().find(|(i, _)| *i == input) {
+                Some((_, names)) => names.push(node.name().to_owned()),
+                None => by_input.push((input, vec![node.name().to_owned()])),
+            }
+        }
+        by_input.into_iter().map(|(_, names)| names).collect()
+    }
+
     /// Names of every node the plan rewrites.
     pub fn node_names<'a>(&'a self, graph: &'a GraphProto) -> impl Iterator<Item = &'a str> + 'a {
         (self.matmuls.iter().map(|m| m.node))
@@ -574,6 +602,45 @@ mod tests {
         // Outputs keep their names, so the Add still reads them.
         assert!(rewritten.node.iter().any(|n| n.output == ["yq"]));
         assert!(rewritten.initializer.iter().all(|t| t.name() != "wq"));
+    }
+
+    /// Projections reading one tensor form one group; a later MatMul on their sum another.
+    /// A plan keeps only the MatMuls a per-node choice leaves dynamic, and the tables only
+    /// when the model's mode is dynamic.
+    #[test]
+    fn matmuls_group_by_their_input_and_a_plan_keeps_the_dynamic_ones() {
+        let n = 64;
+        let w = |name: &str| tensor::from_f32(name, &[n, n], &vec![0.25; (n * n) as usize]);
+        let graph = GraphProto {
+            node: vec![
+                named("Gather", "lookup", &["table", "ids"], &["x"]),
+                named("MatMul", "q", &["x", "wq"], &["yq"]),
+                named("MatMul", "k", &["x", "wk"], &["yk"]),
+                named("Add", "sum", &["yq", "yk"], &["s"]),
+                named("MatMul", "o", &["s", "wo"], &["y"]),
+            ],
+            initializer: vec![w("wq"), w("wk"), w("wo"), w("table")],
+            output: vec![float_value("y")],
+            ..Default::default()
+        };
+        let types = types(&["table", "x", "yq", "yk", "s", "y"]);
+        let full = plan(&graph, &types, &HashSet::new(), None);
+        assert_eq!(full.tables, vec![0]);
+        assert_eq!(
+            full.groups(&graph),
+            vec![vec!["q".to_owned(), "k".to_owned()], vec!["o".to_owned()]]
+        );
+        let mut only_o = full.clone();
+        only_o.retain(&graph, |name| name == "o", false);
+        assert_eq!(only_o.groups(&graph), vec![vec!["o".to_owned()]]);
+        assert!(only_o.tables.is_empty());
+        let mut but_o = full.clone();
+        but_o.retain(&graph, |name| name != "o", true);
+        assert_eq!(
+            but_o.groups(&graph),
+            vec![vec!["q".to_owned(), "k".to_owned()]]
+        );
+        assert_eq!(but_o.tables, vec![0]);
     }
 
     #[test]
