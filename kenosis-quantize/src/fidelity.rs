@@ -39,8 +39,9 @@ use crate::calibrate::session::{
 };
 use crate::calibrate::SampleValue;
 use crate::error::{Error, Result, Unsupported};
+use crate::graph::GraphIndex;
 use crate::kernels::Evaluation;
-use crate::onnx::{DataType, ModelProto};
+use crate::onnx::{DataType, GraphProto, ModelProto};
 use crate::quantize::build::{Built, KeptFloat};
 use crate::quantize::reason::FloatReason;
 
@@ -447,7 +448,12 @@ impl<'a> Evaluator<'a> {
             evaluation,
         };
         let outputs = e.outputs(fp32)?;
-        e.judged = judged_outputs(&outputs);
+        let embeddings = fp32
+            .graph
+            .as_ref()
+            .map(embedding_outputs)
+            .unwrap_or_default();
+        e.judged = judged_outputs(&outputs, &embeddings);
         e.reference = outputs
             .into_iter()
             .map(|sample| sample.into_iter().map(|(_, _, v)| v).collect())
@@ -599,10 +605,77 @@ impl<'a> Evaluator<'a> {
     }
 }
 
+/// Ops that move or regroup values without computing new ones, which [`embedding_outputs`]
+/// looks through.
+const LAYOUT_OPS: [&str; 7] = [
+    "Identity",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Flatten",
+    "Transpose",
+    "Concat",
+];
+
+/// Outputs of `graph` that are embeddings, not scores: those written (through
+/// [`LAYOUT_OPS`] and L2 normalizations, `Div` by a norm or `LpNormalization`) by a layer
+/// normalization (`LayerNormalization`, or its opset-13 export `Div → Mul(γ) → Add(β)`) or
+/// a pooling (`ReduceMean`, or `ReduceSum` or `ReduceMean` then `Div`). The arg-max of a hidden state
+/// is its largest channel, often one of the few outlier channels a transformer keeps
+/// (Bondarenko et al. 2021, "Understanding and overcoming the challenges of efficient
+/// transformer quantization"), not an answer: such outputs are judged as values
+/// ([`OutputKind::Values`]) whatever their rows look like.
+pub fn embedding_outputs(graph: &GraphProto) -> HashSet<String> {
+    let index = GraphIndex::new(graph);
+    let op_of = |t: &str| index.producer.get(t).map(|&p| &graph.node[p]);
+    let writes_embedding = |output: &str| -> bool {
+        let mut t = output;
+        for _ in 0..8 {
+            let Some(node) = op_of(t) else {
+                return false;
+            };
+            let from = |slot: usize| node.input.get(slot).and_then(|i| op_of(i));
+            let op = node.op_type();
+            let layer_norm = op == "Add"
+                && from(0).is_some_and(|m| {
+                    m.op_type() == "Mul"
+                        && (m.input.first().and_then(|i| op_of(i)))
+                            .is_some_and(|d| d.op_type() == "Div")
+                });
+            let pooled = op == "Div"
+                && from(0).is_some_and(|r| matches!(r.op_type(), "ReduceSum" | "ReduceMean"));
+            if matches!(op, "LayerNormalization" | "ReduceMean") || layer_norm || pooled {
+                return true;
+            }
+            // `x / max(‖x‖, ε)`: the divisor's first few producers reach a norm.
+            let l2 = op == "LpNormalization"
+                || (op == "Div" && {
+                    let mut d = from(1);
+                    (0..4).any(|_| {
+                        let Some(n) = d else { return false };
+                        d = n.input.first().and_then(|i| op_of(i));
+                        matches!(n.op_type(), "ReduceL2" | "Sqrt")
+                    })
+                });
+            if !(LAYOUT_OPS.contains(&op) || l2) {
+                return false;
+            }
+            t = node.input[0].as_str();
+        }
+        false
+    };
+    (graph.output.iter())
+        .map(|o| o.name())
+        .filter(|o| writes_embedding(o))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Each compared tensor's judge, from the FP32 `outputs` (per sample, as
 /// [`Evaluator::outputs`] gives them): its kind from its last axis longer than 1 and whether
-/// FP32 decides any row there (see [`OutputKind`]), and its finite range over every sample.
-fn judged_outputs(outputs: &Outputs) -> Vec<JudgedOutput> {
+/// FP32 decides any row there (see [`OutputKind`]), values for the `embeddings`, and its
+/// finite range over every sample.
+fn judged_outputs(outputs: &Outputs, embeddings: &HashSet<String>) -> Vec<JudgedOutput> {
     use kenosis_numerics::agreement::{argmax_agreement, finite_range, rows_are_distributions};
     let Some(first) = outputs.first() else {
         return Vec::new();
@@ -635,6 +708,7 @@ fn judged_outputs(outputs: &Outputs) -> Vec<JudgedOutput> {
             // features) are values: which of their near-equal positions leads is no answer.
             let logits = lo < 0.0;
             let decides = (distributions || (logits && row > MAX_VALUES_AXIS))
+                && !embeddings.contains(name)
                 && values().any(|v| argmax_agreement(v, v, row, margin).1 > 0);
             JudgedOutput {
                 name: name.clone(),
@@ -925,6 +999,38 @@ pub fn meet_target<'a>(
 mod tests {
     use super::*;
     use crate::onnx::tensor;
+
+    /// A transformer's token states (an exported LayerNorm) and its mean-pooled,
+    /// L2-normalized sentence vector are embeddings; a classifier's logits after the same
+    /// LayerNorm, and a Concat of boxes, are not.
+    #[test]
+    fn outputs_written_by_a_layer_norm_or_a_pooling_are_embeddings() {
+        let nodes = vec![
+            node("ReduceMean", &["h"], "mean"),
+            node("Sub", &["h", "mean"], "centred"),
+            node("Div", &["centred", "std"], "normed"),
+            node("Mul", &["normed", "gamma"], "scaled"),
+            node("Add", &["scaled", "beta"], "states"),
+            node("Identity", &["states"], "token_embeddings"),
+            node("ReduceSum", &["states"], "sum"),
+            node("Div", &["sum", "count"], "pooled"),
+            node("Mul", &["pooled", "pooled"], "squares"),
+            node("ReduceSum", &["squares"], "sum_squares"),
+            node("Sqrt", &["sum_squares"], "norm"),
+            node("Max", &["norm", "eps"], "divisor"),
+            node("Div", &["pooled", "divisor"], "sentence_embedding"),
+            node("Gemm", &["states", "w"], "logits"),
+            node("Conv", &["h", "k"], "boxes_raw"),
+            node("Concat", &["boxes_raw", "logits"], "boxes"),
+        ];
+        let outputs = ["token_embeddings", "sentence_embedding", "logits", "boxes"];
+        let m = model(nodes, &outputs, vec![]);
+        let found = embedding_outputs(m.graph.as_ref().unwrap());
+        let expected: HashSet<String> = ["token_embeddings", "sentence_embedding"]
+            .map(str::to_owned)
+            .into();
+        assert_eq!(found, expected);
+    }
     use crate::quantize::{plan::FloatNode, plan::Plan, rewrite::RewriteSummary};
     use crate::test_support::{model, node};
     use ndarray::{ArrayD, IxDyn};

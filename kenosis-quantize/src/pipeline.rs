@@ -469,6 +469,12 @@ fn non_finite_weight_readers(graph: &onnx::GraphProto) -> HashMap<String, FloatR
 /// [`Calibrated::meet_target`]).
 const MIN_FLOOR_SEARCH: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long the per-group choice of activation mode ([`Calibrated::flip_groups`]) may take,
+/// in multiples of the build's time before it (at least [`MIN_FLOOR_SEARCH`]): each group
+/// costs one build and one run of the held-out samples, about a tenth of a first build's
+/// time on an encoder, so a pass over a 12-layer encoder's 48 groups fits.
+const GROUP_SEARCH_SHARE: f64 = 12.0;
+
 /// Placements the speed check tries again before it ships FP32 (see
 /// `Calibrated::meet_speedup`).
 const REVISIONS: usize = 2;
@@ -538,7 +544,7 @@ impl Calibrated<'_> {
                 gptq_rounding: options.gptq_rounding,
             },
             (options.fp32_where_faster).then(|| options.pricing()),
-            options.fidelity_target().is_some(),
+            options.fidelity_target().is_some() || planned.compares_activations,
         );
         let mut kept = KeptFloat {
             ops: planned.keep.clone(),
@@ -582,7 +588,7 @@ impl Calibrated<'_> {
     /// `activations = "auto"` on a model where [`compares_activation_modes`] holds, both
     /// modes are built and measured against FP32 on the held-out samples, and the one with
     /// the higher mean cosine is kept (static on a tie); then MatMuls may take the other mode
-    /// group by group ([`Self::flip_groups`], within about `spent` more time).
+    /// group by group ([`Self::flip_groups`], within [`GROUP_SEARCH_SHARE`] times `spent`).
     ///
     /// # Errors
     /// [`Error::Unsupported`] when a rewrite fails, [`Error::Runtime`] when ONNX Runtime
@@ -669,7 +675,7 @@ impl Calibrated<'_> {
             (static_built, ActivationMode::Static)
         };
         let whole = static_cosine.max(dynamic_cosine);
-        let deadline = Instant::now() + spent.max(MIN_FLOOR_SEARCH);
+        let deadline = Instant::now() + spent.max(MIN_FLOOR_SEARCH).mul_f64(GROUP_SEARCH_SHARE);
         let (built, mixed) =
             self.flip_groups(builder, kept, &held_out, (built, whole), deadline)?;
         let mut flipped: Vec<String> = builder.flipped().iter().cloned().collect();
