@@ -733,7 +733,9 @@ impl Calibrated<'_> {
                 let cosine = held_out.measure(&b.model)?.mean_cosine;
                 Ok((b, cosine))
             };
-        let mut closer: Vec<(f64, HashSet<String>, Built)> = Vec::new();
+        // Only the best single flip's build is held: an encoder's model is large.
+        let mut closer: Vec<HashSet<String>> = Vec::new();
+        let mut best: Option<(f64, HashSet<String>, Built)> = None;
         for group in groups {
             if Instant::now() >= deadline {
                 break;
@@ -741,28 +743,25 @@ impl Calibrated<'_> {
             let flipped: HashSet<String> = group.into_iter().collect();
             let (b, cosine) = measure(builder, flipped.clone())?;
             if cosine > whole {
-                closer.push((cosine, flipped, b));
+                closer.push(flipped.clone());
+                if best.as_ref().is_none_or(|(c, _, _)| cosine > *c) {
+                    best = Some((cosine, flipped, b));
+                }
             }
         }
-        closer.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let Some((best_single, _, _)) = closer.first() else {
+        let Some((best_single, flipped, best_built)) = best else {
             builder.set_flipped(HashSet::new());
             return Ok((built, None));
         };
-        let best_single = *best_single;
         if closer.len() > 1 {
-            let all: HashSet<String> = closer
-                .iter()
-                .flat_map(|(_, f, _)| f.iter().cloned())
-                .collect();
+            let all: HashSet<String> = closer.into_iter().flatten().collect();
             let (b, cosine) = measure(builder, all)?;
             if cosine > best_single {
                 return Ok((b, Some(cosine)));
             }
         }
-        let (cosine, flipped, b) = closer.swap_remove(0);
         builder.set_flipped(flipped);
-        Ok((b, Some(cosine)))
+        Ok((best_built, Some(best_single)))
     }
 
     /// With a speed floor (`min_speedup`, or 1 with `speed_check` and `fp32_where_faster`
