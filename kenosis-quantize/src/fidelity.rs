@@ -139,6 +139,10 @@ pub enum OutputKind {
     /// no distribution (a sigmoid text map, boxes beside scores), or scores where FP32 prefers
     /// no position: judged by the mean absolute error relative to the output's FP32 range.
     Values,
+    /// An embedding ([`embedding_outputs`]: a hidden state or a pooled sentence vector),
+    /// which its users compare by cosine or dot product: judged by its cosine alone (the
+    /// floor's `min_cosine`), neither by arg-max nor by error relative to its range.
+    Embedding,
 }
 
 /// One output's agreement with FP32 on the compared samples.
@@ -576,6 +580,7 @@ impl<'a> Evaluator<'a> {
                 OutputKind::Values => {
                     out.relative_error = Some(abs / finite.max(1) as f64 / out.range)
                 }
+                OutputKind::Embedding => {}
             }
         }
         let n = samples;
@@ -623,8 +628,9 @@ const LAYOUT_OPS: [&str; 7] = [
 /// a pooling (`ReduceMean`, or `ReduceSum` or `ReduceMean` then `Div`). The arg-max of a hidden state
 /// is its largest channel, often one of the few outlier channels a transformer keeps
 /// (Bondarenko et al. 2021, "Understanding and overcoming the challenges of efficient
-/// transformer quantization"), not an answer: such outputs are judged as values
-/// ([`OutputKind::Values`]) whatever their rows look like.
+/// transformer quantization"), not an answer, and its error relative to the range those
+/// channels set says little of the similarities the embedding is used for: such outputs are
+/// judged by cosine ([`OutputKind::Embedding`]) whatever their rows look like.
 pub fn embedding_outputs(graph: &GraphProto) -> HashSet<String> {
     let index = GraphIndex::new(graph);
     let op_of = |t: &str| index.producer.get(t).map(|&p| &graph.node[p]);
@@ -673,8 +679,8 @@ pub fn embedding_outputs(graph: &GraphProto) -> HashSet<String> {
 
 /// Each compared tensor's judge, from the FP32 `outputs` (per sample, as
 /// [`Evaluator::outputs`] gives them): its kind from its last axis longer than 1 and whether
-/// FP32 decides any row there (see [`OutputKind`]), values for the `embeddings`, and its
-/// finite range over every sample.
+/// FP32 decides any row there (see [`OutputKind`]), [`OutputKind::Embedding`] for the
+/// `embeddings`, and its finite range over every sample.
 fn judged_outputs(outputs: &Outputs, embeddings: &HashSet<String>) -> Vec<JudgedOutput> {
     use kenosis_numerics::agreement::{argmax_agreement, finite_range, rows_are_distributions};
     let Some(first) = outputs.first() else {
@@ -708,11 +714,12 @@ fn judged_outputs(outputs: &Outputs, embeddings: &HashSet<String>) -> Vec<Judged
             // features) are values: which of their near-equal positions leads is no answer.
             let logits = lo < 0.0;
             let decides = (distributions || (logits && row > MAX_VALUES_AXIS))
-                && !embeddings.contains(name)
                 && values().any(|v| argmax_agreement(v, v, row, margin).1 > 0);
             JudgedOutput {
                 name: name.clone(),
-                kind: if decides {
+                kind: if embeddings.contains(name) {
+                    OutputKind::Embedding
+                } else if decides {
                     OutputKind::Scores
                 } else {
                     OutputKind::Values

@@ -700,8 +700,10 @@ impl Calibrated<'_> {
     /// to FP32 are then built flipped together: that build is kept when it measures closer
     /// than `whole` and than the best single flip; else the best single flip, when closer
     /// than `whole`; else `built`. The kept flips stay set on `builder`, so that later builds
-    /// (the fidelity floor, the speed check's revisions) keep them. Each build is priced as
-    /// any other, so a group that does not repay its run-time quantization stays FP32.
+    /// (the fidelity floor, the speed check's revisions) keep them. A flip counts only when
+    /// every flipped MatMul runs quantized in the other mode: one the static placement
+    /// declines (an outlier-dominated input) or whose dynamic form does not repay its
+    /// run-time quantization would be FP32, a choice of size and speed left to the floor.
     ///
     /// Returns the kept build and, when it has flips, its mean cosine.
     ///
@@ -724,14 +726,25 @@ impl Calibrated<'_> {
         if groups.len() < 2 {
             return Ok((built, None));
         }
+        let flipped_mode = builder.activations().other();
+        // `None` when a flipped MatMul did not take the other mode (the static placement
+        // declined it, or its dynamic form does not pay): that is no mode choice but an FP32
+        // one, which costs size and speed and is the fidelity floor's to make.
         let measure =
-            |builder: &mut Builder<'_>, flipped: HashSet<String>| -> Result<(Built, f64)> {
+            |builder: &mut Builder<'_>, flipped: HashSet<String>| -> Result<Option<(Built, f64)>> {
                 builder.set_flipped(flipped);
                 let b = builder
                     .build(kept)
                     .map_err(|r| crate::error::unsupported(planned.path, r))?;
+                let in_mode = match flipped_mode {
+                    ActivationMode::Static => &b.rewrite.static_matmuls,
+                    ActivationMode::Dynamic => &b.rewrite.dynamic_nodes,
+                };
+                if !(builder.flipped().iter()).all(|name| in_mode.contains(name)) {
+                    return Ok(None);
+                }
                 let cosine = held_out.measure(&b.model)?.mean_cosine;
-                Ok((b, cosine))
+                Ok(Some((b, cosine)))
             };
         // Only the best single flip's build is held: an encoder's model is large.
         let mut closer: Vec<HashSet<String>> = Vec::new();
@@ -741,7 +754,9 @@ impl Calibrated<'_> {
                 break;
             }
             let flipped: HashSet<String> = group.into_iter().collect();
-            let (b, cosine) = measure(builder, flipped.clone())?;
+            let Some((b, cosine)) = measure(builder, flipped.clone())? else {
+                continue;
+            };
             if cosine > whole {
                 closer.push(flipped.clone());
                 if best.as_ref().is_none_or(|(c, _, _)| cosine > *c) {
@@ -755,9 +770,10 @@ impl Calibrated<'_> {
         };
         if closer.len() > 1 {
             let all: HashSet<String> = closer.into_iter().flatten().collect();
-            let (b, cosine) = measure(builder, all)?;
-            if cosine > best_single {
-                return Ok((b, Some(cosine)));
+            if let Some((b, cosine)) = measure(builder, all)? {
+                if cosine > best_single {
+                    return Ok((b, Some(cosine)));
+                }
             }
         }
         builder.set_flipped(flipped);

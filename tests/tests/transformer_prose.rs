@@ -12,7 +12,7 @@ use kenosis_eval::{fetched_model, run_sample, session};
 use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
 use kenosis_quantize::fidelity::cosine;
 use kenosis_quantize::quantize::reason::Unplannable;
-use kenosis_quantize::{quantize, Calibration, FloatReason, QuantizeOptions};
+use kenosis_quantize::{quantize, Calibration, FloatReason, OutputKind, QuantizeOptions};
 use kenosis_request::kernels::{IntegerKernels, TargetCpu};
 use ort::session::builder::GraphOptimizationLevel;
 
@@ -127,9 +127,12 @@ fn check_default_build(
         .as_ref()
         .expect("the choice is reported");
     assert_eq!(activations.mode, "dynamic", "{activations:?}");
-    // 3 layers × (query, key, value, attention output, FFN in, FFN out).
+    // 3 layers × (query, key, value, attention output, FFN in, FFN out): dynamic, but for
+    // the groups the per-group choice measured closer in static mode.
+    let flipped = activations.flipped.len();
     assert_eq!(
-        q.report.rewrite.dynamic.matmuls, 18,
+        q.report.rewrite.dynamic.matmuls + flipped,
+        18,
         "{:?}",
         q.report.rewrite
     );
@@ -137,7 +140,22 @@ fn check_default_build(
         q.report.rewrite.dynamic.tables, 2,
         "word and position tables"
     );
-    assert_eq!(q.report.rewrite.dynamic_nodes.len(), 18);
+    assert_eq!(q.report.rewrite.dynamic_nodes.len() + flipped, 18);
+    // The token states and the pooled sentence vector are embeddings, judged by cosine.
+    let fidelity = q
+        .report
+        .fidelity
+        .as_ref()
+        .expect("measured on held-out windows");
+    let kinds: Vec<_> = fidelity
+        .outputs
+        .iter()
+        .map(|o| (o.name.as_str(), o.kind))
+        .collect();
+    assert!(
+        (kinds.iter()).any(|&(n, k)| n == "onnx::Shape_422" && k == OutputKind::Embedding),
+        "{kinds:?}"
+    );
     assert!(
         q.report.rewrite.static_matmuls.is_empty(),
         "{:?}",
