@@ -81,9 +81,17 @@ pub struct Args {
     /// Skip the INT8 vs FP32 latency of the fetched models (PP-OCR, MiniLM, Silero VAD)
     #[arg(long)]
     skip_coverage: bool,
+    /// Skip the shared CNN models (EfficientNet-Lite0, SqueezeNet, YOLOX-Nano), running only
+    /// the sections of fetched models
+    #[arg(long, conflicts_with = "models")]
+    skip_models: bool,
     /// Skip the transformer encoders against ORT's dynamic quantizer (real prose)
     #[arg(long)]
     skip_transformers: bool,
+    /// Only these transformer encoders (model file names or their prefixes, comma-separated,
+    /// e.g. `all-mpnet`); default all
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    encoders: Vec<String>,
     /// Skip the new model families on rendered documents (YOLOv8n DocLayNet, PP-OCRv6 small
     /// rec and det, from `fetch-models.sh`)
     #[arg(long)]
@@ -155,7 +163,9 @@ pub fn main() -> Result<(), String> {
     }
     let shared = kenosis_eval::shared_dir()
         .ok_or("shared data not found: put it at ../shared or set KENOSIS_SHARED_DIR")?;
-    let specs: Vec<ModelSpec> = if args.models.is_empty() {
+    let specs: Vec<ModelSpec> = if args.skip_models {
+        Vec::new()
+    } else if args.models.is_empty() {
         models::MODELS.to_vec()
     } else {
         args.models
@@ -246,6 +256,7 @@ pub fn main() -> Result<(), String> {
             &fetched,
             ctx.python.as_deref(),
             &ctx.out,
+            &args.encoders,
             ctx.warmup,
             ctx.runs,
             |m| ctx.log(m),

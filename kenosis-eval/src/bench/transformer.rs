@@ -1,5 +1,5 @@
 //! Transformer encoders against ONNX Runtime's dynamic quantizer: Kenosis with default
-//! options (for the generic x86-64 target, and for this CPU's class as `-C
+//! options (for the generic x86-64 target, with 4-bit weights, and for this CPU's class as `-C
 //! target-cpu=native` builds), ORT's `quantize_dynamic` with per-channel and with
 //! per-tensor (its default) int8 weights, all calibrated (Kenosis) and evaluated on real
 //! English prose (`kenosis_eval::prose`), timed interleaved in one process at 1 thread.
@@ -16,7 +16,7 @@ use kenosis_eval::prose::{self, CALIBRATION_TEXTS, EVALUATION_TEXTS};
 use kenosis_quantize::calibrate::session::{borrowed, sample_inputs};
 use kenosis_quantize::calibrate::{CalibrationData, SampleValue};
 use kenosis_quantize::fidelity::cosine;
-use kenosis_quantize::{quantize, Calibration, QuantizeOptions};
+use kenosis_quantize::{quantize, Calibration, QuantizeOptions, Weights};
 use kenosis_request::kernels::{IntegerKernels, TargetCpu};
 use ort::session::Session;
 use serde::Serialize;
@@ -108,18 +108,20 @@ pub struct EncoderResult {
     pub error: Option<String>,
 }
 
-/// Measures every encoder of [`ENCODERS`] found in `dir`; `python` runs ORT's quantizer
-/// (its rows are missing without it).
+/// Measures the encoders of [`ENCODERS`] whose file starts with one of `only` (all when
+/// empty) found in `dir`; `python` runs ORT's quantizer (its rows are missing without it).
 pub fn measure(
     dir: &Path,
     python: Option<&Path>,
     out: &Path,
+    only: &[String],
     warmup: usize,
     runs: usize,
     log: impl Fn(String),
 ) -> Vec<EncoderResult> {
     ENCODERS
         .iter()
+        .filter(|e| only.is_empty() || only.iter().any(|o| e.file.starts_with(o.as_str())))
         .map(|e| {
             log(format!("transformer: {}", e.file));
             let mut result = EncoderResult {
@@ -195,6 +197,15 @@ fn measure_one(
         "Kenosis, default options (x86-64)".to_owned(),
         QuantizeOptions::default(),
     )];
+    builds.push((
+        "Kenosis, weights = \"int4\" (x86-64)".to_owned(),
+        QuantizeOptions {
+            weights: Weights::Int4 {
+                block_size: Weights::DEFAULT_BLOCK_SIZE,
+            },
+            ..QuantizeOptions::default()
+        },
+    ));
     if let Some(native) = native_options() {
         builds.push((
             format!(
