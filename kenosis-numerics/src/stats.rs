@@ -184,15 +184,16 @@ pub enum ChannelAxis {
     Last,
 }
 
-/// Running per-channel first and second moments of one tensor (f64 sums): the means
-/// bias correction needs, and the spreads that show whether one per-tensor scale resolves
-/// every channel.
+/// Running per-channel first and second moments and extremes of one tensor (f64 sums): the
+/// means bias correction needs, the spreads that show whether one per-tensor scale resolves
+/// every channel, and the mean squares and extremes SmoothQuant's migration reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelMoments {
     axis: ChannelAxis,
     sums: Vec<f64>,
     squares: Vec<f64>,
     counts: Vec<u64>,
+    extremes: Vec<MinMax>,
 }
 
 impl ChannelMoments {
@@ -203,6 +204,7 @@ impl ChannelMoments {
             sums: Vec::new(),
             squares: Vec::new(),
             counts: Vec::new(),
+            extremes: Vec::new(),
         }
     }
 
@@ -225,10 +227,13 @@ impl ChannelMoments {
             self.sums = vec![0.0; channels];
             self.squares = vec![0.0; channels];
             self.counts = vec![0; channels];
+            self.extremes = vec![MinMax::default(); channels];
         }
         if self.axis == ChannelAxis::Last {
             for row in values.chunks(channels) {
                 for (c, &v) in row.iter().enumerate().filter(|(_, v)| v.is_finite()) {
+                    let e = &mut self.extremes[c];
+                    (e.min, e.max) = (e.min.min(v), e.max.max(v));
                     let v = f64::from(v);
                     self.sums[c] += v;
                     self.squares[c] += v * v;
@@ -240,6 +245,7 @@ impl ChannelMoments {
         // One channel's run of `inner` values at a time, each channel summed in index order.
         for (k, run) in values.chunks(inner).enumerate() {
             let c = k % channels;
+            self.extremes[c].update(run);
             let (mut sum, mut square, mut count) = (self.sums[c], self.squares[c], 0u64);
             for v in run.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)) {
                 sum += v;
@@ -259,6 +265,20 @@ impl ChannelMoments {
             .zip(&self.counts)
             .map(|(&s, &n)| if n == 0 { 0.0 } else { s / n as f64 })
             .collect()
+    }
+
+    /// Mean of the squares per channel, `E[x²]` (0 for a channel never seen); empty before
+    /// any update.
+    pub fn mean_squares(&self) -> Vec<f64> {
+        (self.squares.iter().zip(&self.counts))
+            .map(|(&sq, &n)| if n == 0 { 0.0 } else { sq / n as f64 })
+            .collect()
+    }
+
+    /// Smallest and largest finite value per channel (unset for a channel never seen);
+    /// empty before any update.
+    pub fn extremes(&self) -> &[MinMax] {
+        &self.extremes
     }
 
     /// Population standard deviation per channel (0 for a channel never seen); empty
@@ -309,6 +329,12 @@ mod tests {
         m.update(&[2, 3], &[1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
         assert_eq!(m.means(), vec![2.0, 3.0, 4.0]);
         assert_eq!(m.std_devs(), vec![1.0, 1.0, 1.0]);
+        assert_eq!(m.mean_squares(), vec![5.0, 10.0, 17.0]);
+        let e = m.extremes();
+        assert_eq!(
+            (e[0].min, e[0].max, e[2].min, e[2].max),
+            (1.0, 3.0, 3.0, 5.0)
+        );
     }
 
     #[test]
@@ -379,5 +405,6 @@ mod tests {
         let mut m = ChannelMoments::new(ChannelAxis::Last);
         m.update(&[3, 2], &[1.0, 10.0, f32::NAN, 20.0, 3.0, 30.0]);
         assert_eq!(m.means(), vec![2.0, 20.0]);
+        assert_eq!((m.extremes()[0].min, m.extremes()[0].max), (1.0, 3.0));
     }
 }

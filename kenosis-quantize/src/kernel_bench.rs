@@ -479,7 +479,7 @@ impl Chain {
                     int4::rewrite(&mut graph, &plan, INT4_BLOCK, false, &Default::default())
                         .map(|_| ())
                 }
-                _ => dynamic::rewrite(&mut graph, &plan, false).map(|_| ()),
+                _ => dynamic::rewrite(&mut graph, &plan, false, &Default::default()).map(|_| ()),
             };
             rewritten.map_err(|e| chain_error(e.into()))?;
             crate::graph::sort_topologically(&mut graph).map_err(|e| chain_error(e.into()))?;

@@ -347,7 +347,9 @@ impl<'p> Planned<'p> {
             .map(|(t, _)| t.clone())
             .collect();
         let weighted = self.weighted();
-        let (moments, grams) = observation_requests(&weighted, options);
+        let dynamic = self.compares_activations
+            || options.activations == kenosis_options::Activations::Dynamic;
+        let (moments, grams) = observation_requests(&weighted, options, dynamic);
         let sized = crate::quantize::domain::sized_tensors(self.normalized.graph(), &self.plan);
         let requests = calibrate::session::Requests {
             histograms: &observed,
@@ -401,6 +403,13 @@ impl<'p> Planned<'p> {
         };
         let channel_means = moments(ChannelMoments::means);
         let channel_spreads = moments(ChannelMoments::std_devs);
+        let matmul_inputs: HashMap<String, ChannelMoments> = (weighted.iter())
+            .filter(|(n, _)| matches!(n.op_type(), "MatMul" | "Gemm"))
+            .filter_map(|(n, _)| {
+                let t = &n.input[0];
+                Some((t.clone(), observed.channel_moments.get(t)?.clone()))
+            })
+            .collect();
         // Ranges of tensors feeding only a SiLU, Sigmoid or Tanh are judged after it.
         let read_by = calibrate::activation::sole_readers(graph);
         let ranges: HashMap<String, Range> = (observed.histograms.iter())
@@ -427,6 +436,7 @@ impl<'p> Planned<'p> {
             patch_grams: observed.patch_grams,
             unfit_tensors,
             elements: observed.elements,
+            matmul_inputs,
         }
     }
 }
@@ -1136,14 +1146,21 @@ fn without_feature(feature: &str, source: &Path) -> Error {
 /// computed input (`weighted`): per-channel moments of that input (means for bias
 /// correction, spreads for depthwise inputs, see [`crate::quantize::channel_spread`]) and
 /// Conv input patches (their second moments for GPTQ rounding, and kept patches for the
-/// saturation check of reduce-range, see [`crate::quantize::saturation`]).
+/// saturation check of reduce-range, see [`crate::quantize::saturation`]). With `dynamic`
+/// (builds may quantize MatMul activations at run time), MatMul and Gemm inputs' moments too,
+/// for SmoothQuant's migration ([`crate::quantize::smooth`]).
 fn observation_requests(
     weighted: &[(&NodeProto, &TensorProto)],
     options: &QuantizeOptions,
+    dynamic: bool,
 ) -> (Vec<(String, ChannelAxis)>, Vec<GramRequest>) {
     let moments = weighted
         .iter()
-        .filter(|(n, w)| options.bias_correction || crate::ops::is_depthwise(n, &w.dims))
+        .filter(|(n, w)| {
+            options.bias_correction
+                || crate::ops::is_depthwise(n, &w.dims)
+                || (dynamic && matches!(n.op_type(), "MatMul" | "Gemm"))
+        })
         .map(|(n, _)| {
             let axis = if matches!(n.op_type(), "Conv" | "ConvTranspose") {
                 ChannelAxis::Second

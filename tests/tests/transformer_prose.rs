@@ -156,11 +156,10 @@ fn check_default_build(
         (kinds.iter()).any(|&(n, k)| n == "onnx::Shape_422" && k == OutputKind::Embedding),
         "{kinds:?}"
     );
-    assert!(
-        q.report.rewrite.static_matmuls.is_empty(),
-        "{:?}",
-        q.report.rewrite.static_matmuls
-    );
+    // Static MatMuls are exactly the flips the per-group choice measured closer.
+    let mut static_matmuls = q.report.rewrite.static_matmuls.clone();
+    static_matmuls.sort_unstable();
+    assert_eq!(static_matmuls, activations.flipped);
     assert!(
         !(q.report.nodes_fp32.iter()).any(|n| n.op_type == "MatMul"
             && !matches!(

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::calibrate::gram::PatchGram;
+use crate::calibrate::stats::ChannelMoments;
 use crate::error::Unsupported;
 use crate::kernel_costs::Pricing;
 use crate::onnx::{DataType, ModelProto};
@@ -13,6 +14,7 @@ use crate::quantize::dynamic;
 use crate::quantize::plan::{self, Plan, PlanOptions};
 use crate::quantize::reason::FloatReason;
 use crate::quantize::rewrite::{self, Range, RewriteSummary, WeightCache, WeightOptions};
+use crate::quantize::smooth;
 
 /// What stays FP32 besides the plan's own choices.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,6 +84,9 @@ pub struct Statistics {
     /// Element count per sample of the tensors the time estimate reads (see
     /// [`domain::sized_tensors`]).
     pub elements: HashMap<String, usize>,
+    /// Per-channel statistics of MatMul and Gemm inputs (last axis), for SmoothQuant's
+    /// migration in builds with dynamic activations (see [`super::smooth`]).
+    pub matmul_inputs: HashMap<String, ChannelMoments>,
 }
 
 /// Makes INT8 builds of one normalized FP32 model from its calibration statistics.
@@ -108,6 +113,8 @@ pub struct Builder<'m> {
     /// MatMul and Gemm nodes (by name) whose activations take the other mode than
     /// [`activations`](Self::activations): a per-node choice (int8 weights only).
     flipped: HashSet<String>,
+    /// SmoothQuant's choice per group of dynamic MatMuls, made once for all builds.
+    smoothing: std::sync::Mutex<smooth::Memo>,
 }
 
 pub use super::reason::INT8_FALLBACK_REASON;
@@ -137,6 +144,7 @@ impl<'m> Builder<'m> {
             int4_block: None,
             requested_float: HashSet::new(),
             flipped: HashSet::new(),
+            smoothing: Default::default(),
         }
     }
 
@@ -315,7 +323,16 @@ impl<'m> Builder<'m> {
                 .map(|m| graph.node[m.node].name().to_owned())
                 .collect();
             summary.dynamic = match self.int4_block {
-                None => dynamic::rewrite(graph, d, self.weights.reduce_range)?,
+                None => {
+                    let reduce_range = self.weights.reduce_range;
+                    let smoothing = {
+                        let mut memo = (self.smoothing.lock())
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let inputs = &self.statistics.matmul_inputs;
+                        smooth::choose(graph, d, inputs, reduce_range, &mut memo)?
+                    };
+                    dynamic::rewrite(graph, d, reduce_range, &smoothing)?
+                }
                 Some(block) => {
                     let (nbits, dynamic) = crate::quantize::int4::rewrite(
                         graph,

@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::smooth::Smoothing;
 use super::weights;
 use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
@@ -120,6 +121,9 @@ pub struct DynamicSummary {
     pub dynamic_quantizers: usize,
     /// Embedding tables stored as int8.
     pub tables: usize,
+    /// Inputs divided by SmoothQuant scales before their quantizer (see [`super::smooth`]).
+    #[serde(default)]
+    pub smoothed_inputs: usize,
 }
 
 /// The `[K, N]` shape of the constant float weight of `node`, a MatMul (weight rank 2) or a
@@ -297,8 +301,10 @@ pub fn plan(
 /// table several nodes read (directly, or through `Identity` nodes, which normalization
 /// folds into the one initializer) is stored once, as one int8 tensor with one set of
 /// scales, and so is a Gemm bias: only nodes that make a different `[K, N]` matrix of it (a
-/// Gemm's `transB` or `alpha`) get their own copy.
-/// The rewritten nodes keep their output names; the caller sorts the graph topologically
+/// Gemm's `transB` or `alpha`) get their own copy. A group whose input tensor `smoothing`
+/// names (see [`super::smooth::choose`], which leaves out weights other nodes read) reads it
+/// divided by the scales (one `Mul` before its quantizer), its weights' rows multiplied by
+/// them. The rewritten nodes keep their output names; the caller sorts the graph topologically
 /// afterwards.
 ///
 /// # Errors
@@ -307,6 +313,7 @@ pub fn rewrite(
     graph: &mut GraphProto,
     plan: &DynamicPlan,
     reduce_range: bool,
+    smoothing: &HashMap<String, Smoothing>,
 ) -> Result<DynamicSummary, BadTensor> {
     let index = GraphIndex::new(graph);
     let mut names = NameGen::new(graph);
@@ -334,10 +341,29 @@ pub fn rewrite(
                     names.fresh(&format!("{x}_scale")),
                     names.fresh(&format!("{x}_zero_point")),
                 ];
+                let mut read = x.clone();
+                if let Some(s) = smoothing.get(&x) {
+                    let inverse: Vec<f32> = s.scales.iter().map(|v| 1.0 / v).collect();
+                    let divisor = names.fresh(&format!("{x}_smoothing"));
+                    read = names.fresh(&format!("{x}_smoothed"));
+                    initializers.push(tensor::from_f32(
+                        &divisor,
+                        &[inverse.len() as i64],
+                        &inverse,
+                    ));
+                    nodes.push(make_node(
+                        "Mul",
+                        names.fresh(&format!("{x}_smoothing_Mul")),
+                        vec![x.clone(), divisor],
+                        vec![read.clone()],
+                        vec![],
+                    ));
+                    summary.smoothed_inputs += 1;
+                }
                 nodes.push(make_node(
                     "DynamicQuantizeLinear",
                     names.fresh(&format!("{x}_DynamicQuantizeLinear")),
-                    vec![x.clone()],
+                    vec![read],
                     outs.to_vec(),
                     vec![],
                 ));
@@ -356,11 +382,13 @@ pub fn rewrite(
         let [w_q, w_scale, w_zero] = match weights_done.get(&form) {
             Some(done) => done.clone(),
             None => {
-                let q = if reduce_range {
-                    weights::quantize_pair_safe(&w, &dims, 1, None)
-                } else {
-                    weights::quantize(&w, &dims, Some(1), false, None)
-                };
+                let mut w = w;
+                if let Some(s) = smoothing.get(&x) {
+                    for (row, &s) in w.chunks_mut(m.n).zip(&s.scales) {
+                        row.iter_mut().for_each(|v| *v *= s);
+                    }
+                }
+                let q = quantize_weight(&w, [m.k, m.n], reduce_range);
                 let w_name = &node.input[1];
                 let made = [
                     names.fresh(&format!("{w_name}_quantized")),
@@ -535,9 +563,23 @@ fn gemm_bias(
     }
 }
 
+/// The int8 codes and per-column scales the rewrite writes for a row-major `[K, N]` weight.
+pub(crate) fn quantize_weight(
+    w: &[f32],
+    [k, n]: [usize; 2],
+    reduce_range: bool,
+) -> weights::QuantizedWeight {
+    let dims = [k as i64, n as i64];
+    if reduce_range {
+        weights::quantize_pair_safe(w, &dims, 1, None)
+    } else {
+        weights::quantize(w, &dims, Some(1), false, None)
+    }
+}
+
 /// The weight of `node` as a row-major `[K, N]` matrix (a Gemm's `transB` undone and its
 /// `alpha` folded in), and a Gemm's bias times `beta`.
-fn weight_matrix(
+pub(crate) fn weight_matrix(
     graph: &GraphProto,
     index: &GraphIndex,
     node: &NodeProto,
@@ -594,7 +636,7 @@ mod tests {
         let plan = plan(&graph, &types, &HashSet::new(), None);
         assert_eq!(plan.matmuls.len(), 2);
         let mut rewritten = graph.clone();
-        let summary = rewrite(&mut rewritten, &plan, false).unwrap();
+        let summary = rewrite(&mut rewritten, &plan, false, &HashMap::new()).unwrap();
         assert_eq!((summary.matmuls, summary.dynamic_quantizers), (2, 1));
         let ops: Vec<&str> = rewritten.node.iter().map(|n| n.op_type()).collect();
         assert_eq!(ops.iter().filter(|o| **o == "MatMulInteger").count(), 2);
@@ -720,7 +762,7 @@ mod tests {
         let plan = plan(&graph, &types(&["table", "e"]), &HashSet::new(), None);
         assert_eq!(plan.tables, [0]);
         let mut rewritten = graph.clone();
-        let summary = rewrite(&mut rewritten, &plan, false).unwrap();
+        let summary = rewrite(&mut rewritten, &plan, false, &HashMap::new()).unwrap();
         assert_eq!(summary.tables, 1);
         let dq = rewritten
             .node

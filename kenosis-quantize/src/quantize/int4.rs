@@ -180,7 +180,7 @@ pub fn rewrite(
         tables: table_names.iter().filter_map(position).collect(),
         ..DynamicPlan::default()
     };
-    let summary = super::dynamic::rewrite(graph, &rest, reduce_range)?;
+    let summary = super::dynamic::rewrite(graph, &rest, reduce_range, &Default::default())?;
     Ok((matmuls.len(), summary))
 }
 

@@ -12,6 +12,7 @@ pub mod reason;
 pub mod rewrite;
 pub mod saturation;
 pub mod size;
+pub mod smooth;
 
 // Scale arithmetic, weight quantization and GPTQ rounding run per weight: they are
 // `kenosis-numerics`'s, which the quantizer binary optimizes (see that crate's docs).
