@@ -262,6 +262,10 @@ impl Report {
             Some(a) if a.mode == "dynamic" => "; dynamic MatMul activations".to_owned(),
             _ => String::new(),
         };
+        let activations = match self.rewrite.dynamic.smoothed_inputs {
+            0 => activations,
+            n => format!("{activations}, {n} inputs SmoothQuant-migrated"),
+        };
         let image_ranges: String = self
             .synthetic_image_ranges
             .iter()

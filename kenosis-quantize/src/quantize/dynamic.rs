@@ -646,6 +646,73 @@ mod tests {
         assert!(rewritten.initializer.iter().all(|t| t.name() != "wq"));
     }
 
+    /// A smoothed group reads its input divided by the scales, through one `Mul` before its
+    /// one quantizer, and its weights' rows carry the scales: the int8 weight dequantizes to
+    /// `s_j · W_jn`.
+    #[test]
+    fn a_smoothed_group_divides_its_input_and_scales_its_weight_rows() {
+        let (k, n) = (64, 64);
+        let w: Vec<f32> = (0..k * n).map(|e| ((e % 7) as f32 - 3.0) / 8.0).collect();
+        let graph = GraphProto {
+            node: vec![
+                named("MatMul", "q", &["x", "wq"], &["yq"]),
+                named("MatMul", "k", &["x", "wk"], &["yk"]),
+                named("Add", "sum", &["yq", "yk"], &["y"]),
+            ],
+            initializer: vec![
+                tensor::from_f32("wq", &[k as i64, n as i64], &w),
+                tensor::from_f32("wk", &[k as i64, n as i64], &w),
+            ],
+            output: vec![float_value("y")],
+            ..Default::default()
+        };
+        let types = types(&["x", "yq", "yk", "y"]);
+        let plan = plan(&graph, &types, &HashSet::new(), None);
+        let scales: Vec<f32> = (0..k).map(|j| if j == 0 { 8.0 } else { 0.5 }).collect();
+        let smoothing = HashMap::from([(
+            "x".to_owned(),
+            Smoothing {
+                alpha: 0.5,
+                scales: scales.clone(),
+            },
+        )]);
+        let mut rewritten = graph.clone();
+        let summary = rewrite(&mut rewritten, &plan, false, &smoothing).unwrap();
+        assert_eq!(
+            (summary.dynamic_quantizers, summary.smoothed_inputs),
+            (1, 1)
+        );
+        let mul = (rewritten.node.iter())
+            .find(|n| n.op_type() == "Mul" && n.input[0] == "x")
+            .expect("the input is divided");
+        let divisor = (rewritten.initializer.iter())
+            .find(|t| t.name() == mul.input[1])
+            .expect("by a constant");
+        let inverse = tensor::to_f32(divisor).unwrap();
+        assert_eq!((inverse[0], inverse[1]), (0.125, 2.0));
+        let quantizer = (rewritten.node.iter())
+            .find(|n| n.op_type() == "DynamicQuantizeLinear")
+            .expect("one quantizer");
+        assert_eq!(quantizer.input, mul.output);
+        let find = |name: String| {
+            let t = rewritten.initializer.iter().find(|t| t.name() == name);
+            t.expect("initializer").clone()
+        };
+        for w_name in ["wq", "wk"] {
+            let codes = find(format!("{w_name}_quantized")).raw_data().to_vec();
+            let w_scales = tensor::to_f32(&find(format!("{w_name}_scale"))).unwrap();
+            for (e, &c) in codes.iter().enumerate() {
+                let (j, col) = (e / n, e % n);
+                let got = f32::from(c as i8) * w_scales[col];
+                let expected = scales[j] * w[e];
+                assert!(
+                    (got - expected).abs() <= w_scales[col] / 2.0 + 1e-6,
+                    "{w_name}[{e}]"
+                );
+            }
+        }
+    }
+
     /// Projections reading one tensor form one group; a later MatMul on their sum another.
     /// A plan keeps only the MatMuls a per-node choice leaves dynamic, and the tables only
     /// when the model's mode is dynamic.
