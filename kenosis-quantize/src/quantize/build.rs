@@ -331,6 +331,9 @@ impl<'m> Builder<'m> {
                         let inputs = &self.statistics.matmul_inputs;
                         smooth::choose(graph, d, inputs, reduce_range, &mut memo)?
                     };
+                    let smoothing = (smoothing.into_iter())
+                        .map(|(input, s)| (input, s.scales))
+                        .collect();
                     dynamic::rewrite(graph, d, reduce_range, &smoothing)?
                 }
                 Some(block) => {

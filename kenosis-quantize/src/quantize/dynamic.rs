@@ -32,7 +32,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::smooth::Smoothing;
 use super::weights;
 use crate::error::BadTensor;
 use crate::graph::{GraphIndex, NameGen};
@@ -302,8 +301,8 @@ pub fn plan(
 /// folds into the one initializer) is stored once, as one int8 tensor with one set of
 /// scales, and so is a Gemm bias: only nodes that make a different `[K, N]` matrix of it (a
 /// Gemm's `transB` or `alpha`) get their own copy. A group whose input tensor `smoothing`
-/// names (see [`super::smooth::choose`], which leaves out weights other nodes read) reads it
-/// divided by the scales (one `Mul` before its quantizer), its weights' rows multiplied by
+/// names, with SmoothQuant scales `s_j` per input channel (see `quantize::smooth`, which
+/// leaves out weights other nodes read), reads it divided by the scales (one `Mul` before its quantizer), its weights' rows multiplied by
 /// them. The rewritten nodes keep their output names; the caller sorts the graph topologically
 /// afterwards.
 ///
@@ -313,7 +312,7 @@ pub fn rewrite(
     graph: &mut GraphProto,
     plan: &DynamicPlan,
     reduce_range: bool,
-    smoothing: &HashMap<String, Smoothing>,
+    smoothing: &HashMap<String, Vec<f32>>,
 ) -> Result<DynamicSummary, BadTensor> {
     let index = GraphIndex::new(graph);
     let mut names = NameGen::new(graph);
@@ -342,8 +341,8 @@ pub fn rewrite(
                     names.fresh(&format!("{x}_zero_point")),
                 ];
                 let mut read = x.clone();
-                if let Some(s) = smoothing.get(&x) {
-                    let inverse: Vec<f32> = s.scales.iter().map(|v| 1.0 / v).collect();
+                if let Some(scales) = smoothing.get(&x) {
+                    let inverse: Vec<f32> = scales.iter().map(|v| 1.0 / v).collect();
                     let divisor = names.fresh(&format!("{x}_smoothing"));
                     read = names.fresh(&format!("{x}_smoothed"));
                     initializers.push(tensor::from_f32(
@@ -383,8 +382,8 @@ pub fn rewrite(
             Some(done) => done.clone(),
             None => {
                 let mut w = w;
-                if let Some(s) = smoothing.get(&x) {
-                    for (row, &s) in w.chunks_mut(m.n).zip(&s.scales) {
+                if let Some(scales) = smoothing.get(&x) {
+                    for (row, &s) in w.chunks_mut(m.n).zip(scales) {
                         row.iter_mut().for_each(|v| *v *= s);
                     }
                 }
@@ -669,13 +668,7 @@ mod tests {
         let types = types(&["x", "yq", "yk", "y"]);
         let plan = plan(&graph, &types, &HashSet::new(), None);
         let scales: Vec<f32> = (0..k).map(|j| if j == 0 { 8.0 } else { 0.5 }).collect();
-        let smoothing = HashMap::from([(
-            "x".to_owned(),
-            Smoothing {
-                alpha: 0.5,
-                scales: scales.clone(),
-            },
-        )]);
+        let smoothing = HashMap::from([("x".to_owned(), scales.clone())]);
         let mut rewritten = graph.clone();
         let summary = rewrite(&mut rewritten, &plan, false, &smoothing).unwrap();
         assert_eq!(
