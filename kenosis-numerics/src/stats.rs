@@ -186,14 +186,16 @@ pub enum ChannelAxis {
 
 /// Running per-channel first and second moments and extremes of one tensor (f64 sums): the
 /// means bias correction needs, the spreads that show whether one per-tensor scale resolves
-/// every channel, and the mean squares and extremes SmoothQuant's migration reads.
+/// every channel, and the mean squares and per-update extremes SmoothQuant's migration reads
+/// (a dynamic quantizer takes each run's range).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelMoments {
     axis: ChannelAxis,
     sums: Vec<f64>,
     squares: Vec<f64>,
     counts: Vec<u64>,
-    extremes: Vec<MinMax>,
+    /// Per update (one calibration sample), per channel.
+    extremes: Vec<Vec<MinMax>>,
 }
 
 impl ChannelMoments {
@@ -227,12 +229,13 @@ impl ChannelMoments {
             self.sums = vec![0.0; channels];
             self.squares = vec![0.0; channels];
             self.counts = vec![0; channels];
-            self.extremes = vec![MinMax::default(); channels];
         }
+        self.extremes.push(vec![MinMax::default(); channels]);
+        let extremes = self.extremes.last_mut().expect("pushed above");
         if self.axis == ChannelAxis::Last {
             for row in values.chunks(channels) {
                 for (c, &v) in row.iter().enumerate().filter(|(_, v)| v.is_finite()) {
-                    let e = &mut self.extremes[c];
+                    let e = &mut extremes[c];
                     (e.min, e.max) = (e.min.min(v), e.max.max(v));
                     let v = f64::from(v);
                     self.sums[c] += v;
@@ -245,7 +248,7 @@ impl ChannelMoments {
         // One channel's run of `inner` values at a time, each channel summed in index order.
         for (k, run) in values.chunks(inner).enumerate() {
             let c = k % channels;
-            self.extremes[c].update(run);
+            extremes[c].update(run);
             let (mut sum, mut square, mut count) = (self.sums[c], self.squares[c], 0u64);
             for v in run.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)) {
                 sum += v;
@@ -275,10 +278,22 @@ impl ChannelMoments {
             .collect()
     }
 
-    /// Smallest and largest finite value per channel (unset for a channel never seen);
-    /// empty before any update.
-    pub fn extremes(&self) -> &[MinMax] {
+    /// Smallest and largest finite value per channel of each update (unset for a channel
+    /// without a finite value in it), in update order.
+    pub fn sample_extremes(&self) -> &[Vec<MinMax>] {
         &self.extremes
+    }
+
+    /// Smallest and largest finite value per channel over all updates (unset for a channel
+    /// never seen); empty before any update.
+    pub fn extremes(&self) -> Vec<MinMax> {
+        let mut all = vec![MinMax::default(); self.sums.len()];
+        for sample in &self.extremes {
+            for (a, e) in all.iter_mut().zip(sample) {
+                (a.min, a.max) = (a.min.min(e.min), a.max.max(e.max));
+            }
+        }
+        all
     }
 
     /// Population standard deviation per channel (0 for a channel never seen); empty
@@ -330,6 +345,7 @@ mod tests {
         assert_eq!(m.means(), vec![2.0, 3.0, 4.0]);
         assert_eq!(m.std_devs(), vec![1.0, 1.0, 1.0]);
         assert_eq!(m.mean_squares(), vec![5.0, 10.0, 17.0]);
+        assert_eq!(m.sample_extremes().len(), 1);
         let e = m.extremes();
         assert_eq!(
             (e[0].min, e[0].max, e[2].min, e[2].max),

@@ -18,14 +18,14 @@
 //! 2021, "A White Paper on Neural Network Quantization", sec. 2.2). For `s`, with
 //! `X̃ = X / s` and `W̃ = s · W` (`[K, N]`), and `Ŵ` the int8 codes times scales the rewrite
 //! would write for `W̃`:
-//! - activation noise: `Δ² / 12 · Σ_j s_j² Σ_n W_jn²`, with `Δ` the uint8 step of the range
-//!   of `X̃` over calibration (`max(0, max_j max X_j / s_j) − min(0, min_j min X_j / s_j)`,
-//!   over 255);
+//! - activation noise: `E[Δ²] / 12 · Σ_j s_j² Σ_n W_jn²`, with `Δ` the uint8 step of the
+//!   range of `X̃` in one calibration sample (`max(0, max_j max X_j / s_j) − min(0, min_j
+//!   min X_j / s_j)`, over 255), as `DynamicQuantizeLinear` takes each run's range, averaged
+//!   over the samples;
 //! - weight noise: `Σ_j E[X_j²] / s_j² · Σ_n (Ŵ_jn − W̃_jn)²` (input channels taken as
 //!   uncorrelated).
 //!
-//! The calibration range bounds each run's dynamic range from above, for every candidate
-//! alike. The migration costs one `Mul` by `1 / s` before the group's quantizer.
+//! The migration costs one `Mul` by `1 / s` before the group's quantizer.
 
 use std::collections::HashMap;
 
@@ -101,7 +101,7 @@ pub fn choose(
         let k = members[0].k;
         let shared =
             (members.iter()).any(|m| index.consumers_of(&graph.node[m.node].input[1]).len() > 1);
-        if shared || stats.extremes().len() != k || members.iter().any(|m| m.k != k) {
+        if shared || stats.mean_squares().len() != k || members.iter().any(|m| m.k != k) {
             memo.insert(key, None);
             continue;
         }
@@ -130,8 +130,9 @@ fn best(
     weights: &[(Vec<f32>, usize)],
     reduce_range: bool,
 ) -> Option<Smoothing> {
-    let k = stats.extremes().len();
-    let x_abs_max: Vec<f64> = (stats.extremes().iter())
+    let extremes = stats.extremes();
+    let k = extremes.len();
+    let x_abs_max: Vec<f64> = (extremes.iter())
         .map(|e| {
             if e.min <= e.max {
                 f64::from(e.min.abs().max(e.max.abs()))
@@ -176,14 +177,21 @@ fn expected_error(
     scales: &[f32],
     reduce_range: bool,
 ) -> f64 {
-    let (mut high, mut low) = (0f64, 0f64);
-    for (e, &s) in stats.extremes().iter().zip(scales) {
-        if e.min <= e.max {
-            high = high.max(f64::from(e.max) / f64::from(s));
-            low = low.min(f64::from(e.min) / f64::from(s));
-        }
-    }
-    let step = (high - low) / 255.0;
+    // Each run quantizes with its own range: the mean square step over the samples.
+    let samples = stats.sample_extremes();
+    let step_square = (samples.iter())
+        .map(|sample| {
+            let (mut high, mut low) = (0f64, 0f64);
+            for (e, &s) in sample.iter().zip(scales) {
+                if e.min <= e.max {
+                    high = high.max(f64::from(e.max) / f64::from(s));
+                    low = low.min(f64::from(e.min) / f64::from(s));
+                }
+            }
+            ((high - low) / 255.0).powi(2)
+        })
+        .sum::<f64>()
+        / samples.len().max(1) as f64;
     let mean_squares = stats.mean_squares();
     let mut activation = 0.0;
     let mut weight = 0.0;
@@ -205,7 +213,7 @@ fn expected_error(
             weight += mean_squares[j] / (s * s) * rounding;
         }
     }
-    step * step / 12.0 * activation + weight
+    step_square / 12.0 * activation + weight
 }
 
 #[cfg(test)]
