@@ -6,6 +6,7 @@ pub mod documents;
 pub mod graph;
 pub mod mpnet;
 pub mod prose;
+pub mod vit;
 
 use std::path::{Path, PathBuf};
 

@@ -21,6 +21,7 @@ pub mod models;
 pub mod ort_quantizer;
 pub mod report;
 pub mod transformer;
+pub mod vit;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -96,6 +97,13 @@ pub struct Args {
     /// rec and det, from `fetch-models.sh`)
     #[arg(long)]
     skip_families: bool,
+    /// Skip the vision transformer (ViT-S/16 with seeded random weights, built into the
+    /// fetched-models folder when absent) against ORT's quantizers on ImageNet images
+    #[arg(long)]
+    skip_vit: bool,
+    /// Only the vision transformer's section (every other section skipped)
+    #[arg(long, conflicts_with = "skip_vit")]
+    only_vit: bool,
     /// Only these families (model file names or their prefixes, comma-separated, e.g.
     /// `ppocr-v6-rec`); default all
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
@@ -163,7 +171,7 @@ pub fn main() -> Result<(), String> {
     }
     let shared = kenosis_eval::shared_dir()
         .ok_or("shared data not found: put it at ../shared or set KENOSIS_SHARED_DIR")?;
-    let specs: Vec<ModelSpec> = if args.skip_models {
+    let specs: Vec<ModelSpec> = if args.skip_models || args.only_vit {
         Vec::new()
     } else if args.models.is_empty() {
         models::MODELS.to_vec()
@@ -233,11 +241,12 @@ pub fn main() -> Result<(), String> {
     }
     let mut bench = assemble(&args, &ctx, python, note, &results);
     let fetched = kenosis_eval::fetched_models_dir();
-    if !args.skip_coverage {
+    let others = !args.only_vit;
+    if others && !args.skip_coverage {
         bench.coverage = coverage::measure(&fetched, ctx.warmup, ctx.runs, |m| ctx.log(m));
         write(&bench, &out)?;
     }
-    if !args.skip_families {
+    if others && !args.skip_families {
         let setup = families::Setup {
             dir: &fetched,
             python: ctx.python.as_deref(),
@@ -251,7 +260,7 @@ pub fn main() -> Result<(), String> {
         bench.families = families::measure(&setup, |m| ctx.log(m));
         write(&bench, &out)?;
     }
-    if !args.skip_transformers {
+    if others && !args.skip_transformers {
         bench.transformers = transformer::measure(
             &fetched,
             ctx.python.as_deref(),
@@ -263,7 +272,20 @@ pub fn main() -> Result<(), String> {
         );
         write(&bench, &out)?;
     }
-    if !args.skip_memory {
+    if !args.skip_vit {
+        ctx.log("== vision transformer ==");
+        bench.vit = Some(vit::measure(
+            &ctx.shared,
+            &fetched,
+            ctx.python.as_deref(),
+            &ctx.out,
+            ctx.warmup,
+            ctx.runs,
+            |m| ctx.log(m),
+        ));
+        write(&bench, &out)?;
+    }
+    if others && !args.skip_memory {
         let model = fetched.join(MEMORY_MODEL);
         ctx.log(format!("== peak memory: {} ==", model.display()));
         bench.memory = Some(memory::measure(
@@ -319,6 +341,7 @@ fn assemble(
         coverage: Vec::new(),
         transformers: Vec::new(),
         families: Vec::new(),
+        vit: None,
         memory: None,
         total_seconds: ctx.started.elapsed().as_secs_f64(),
     }

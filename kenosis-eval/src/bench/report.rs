@@ -37,6 +37,9 @@ pub struct Bench {
     pub transformers: Vec<super::transformer::EncoderResult>,
     /// New model families on rendered documents (empty when skipped).
     pub families: Vec<super::families::FamilyResult>,
+    /// The vision transformer against ORT's quantizers, on ImageNet images (None when
+    /// skipped).
+    pub vit: Option<super::vit::VitResult>,
     /// Peak memory while quantizing the transformer (None when skipped).
     pub memory: Option<super::memory::MemoryResult>,
     pub total_seconds: f64,
@@ -383,6 +386,64 @@ impl Bench {
     }
 
     /// The report as Markdown: fidelity, speed, size/time and method tables, then errors.
+    /// The vision transformer's section of [`Bench::markdown`].
+    fn vit_markdown(&self, w: &mut String, v: &super::vit::VitResult) {
+        use super::vit::{CALIBRATION_IMAGES, CONFIG, EVALUATION_IMAGES, REGION_PATCHES};
+        let _ = writeln!(w, "\n## Vision transformer against ORT's quantizers\n");
+        let fp32 = v
+            .fp32_latency
+            .map_or("-".into(), |l| format!("{:.2} ms", l.median_ms));
+        let _ = writeln!(
+            w,
+            "`{}`: ViT-S/16 ({:.1}M parameters, FP32 {:.1} MB, {fp32}) built by \
+             `kenosis_eval::vit` with seeded random weights (timm's initialization). Static \
+             quantizers calibrated on {CALIBRATION_IMAGES} ImageNet images, every row evaluated \
+             on {EVALUATION_IMAGES} others; CLS = cosine of the `cls_embedding`; saliency IoU = \
+             intersection over union of the top {REGION_PATCHES} of the {} patches of each \
+             saliency map, INT8 against FP32. Latency interleaved, 1 thread, on the first \
+             evaluation image.\n",
+            v.model,
+            v.parameters as f64 / 1e6,
+            v.fp32_bytes as f64 / 1e6,
+            CONFIG.patches(),
+        );
+        if let Some(err) = &v.error {
+            let _ = writeln!(w, "not measured: {err}\n");
+            return;
+        }
+        let _ = writeln!(
+            w,
+            "| quantizer | CLS cosine mean / min | saliency IoU mean / min | MB | latency ms | \
+             speed-up vs FP32 | quantize s |"
+        );
+        let _ = writeln!(w, "|---|---|---|---:|---:|---:|---:|");
+        for r in &v.rows {
+            let _ = writeln!(
+                w,
+                "| {} | {:.4} / {:.4} | {:.3} / {:.3} | {:.2} | {:.2} | {:.2}x | {} |",
+                r.quantizer,
+                r.cls_cosine_mean,
+                r.cls_cosine_min,
+                r.saliency_iou_mean,
+                r.saliency_iou_min,
+                r.bytes as f64 / 1e6,
+                r.latency.median_ms,
+                r.speedup_vs_fp32,
+                r.quantize_seconds.map_or("-".into(), |s| format!("{s:.1}")),
+            );
+        }
+        let _ = writeln!(w);
+        for (q, e) in &v.failures {
+            let _ = writeln!(w, "- {q} failed: {e}");
+        }
+        for r in &v.rows {
+            if let Some(s) = &r.summary {
+                let _ = writeln!(w, "- {}: `{}`", r.quantizer, s);
+            }
+        }
+        let _ = writeln!(w);
+    }
+
     pub fn markdown(&self) -> String {
         let mut s = String::new();
         let w = &mut s;
@@ -654,6 +715,9 @@ impl Bench {
                 }
                 let _ = writeln!(w);
             }
+        }
+        if let Some(v) = &self.vit {
+            self.vit_markdown(w, v);
         }
         if !self.coverage.is_empty() {
             let _ = writeln!(w, "\n## Fetched models: INT8 vs FP32 latency\n");
