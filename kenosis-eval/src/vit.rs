@@ -1,10 +1,10 @@
 //! A vision transformer (ViT, Dosovitskiy et al. 2021, as timm's `VisionTransformer` writes
 //! it) as an ONNX graph built here from named FP32 weights, as an exporter would write it
-//! (issue 56). No pretrained ViT is obtainable where this project builds (no PyPI or npm
-//! package found bundles one), so the weights are random, drawn by [`Weights::random`] from
-//! a fixed seed with timm's initialization; the tensors are named and laid out as timm's
-//! (PyTorch `[out, in]` linear weights), so that a pretrained `model.safetensors` would
-//! build the same graph.
+//! (issue 56). No pretrained ViT is obtainable where this project builds (a short search of
+//! the PyPI and npm package lists found none that ships its weights), so the weights are
+//! random, drawn by [`Weights::random`] from a fixed seed with timm's initialization. The
+//! tensors carry timm's names and PyTorch's layouts (`[out, in]` linear weights), so that a
+//! pretrained checkpoint's tensors could take their place in [`Weights::tensors`].
 //!
 //! The graph (default domain, opset 13, IR version 8):
 //! - input `pixel_values`, f32 `[batch, channels, image, image]` (`batch` symbolic);

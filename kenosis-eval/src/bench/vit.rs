@@ -97,6 +97,9 @@ pub fn measure(
     result
 }
 
+/// A quantized model: its label, bytes, quantization seconds and summary.
+type Candidate = (String, Vec<u8>, Option<f64>, Option<String>);
+
 #[allow(clippy::too_many_arguments)]
 fn measure_one(
     shared: &Path,
@@ -123,8 +126,7 @@ fn measure_one(
     let fp32 = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     result.fp32_bytes = fp32.len();
 
-    // (label, bytes, quantize seconds, summary)
-    let mut candidates: Vec<(String, Vec<u8>, Option<f64>, Option<String>)> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
     let t = Instant::now();
     let q = quantize(
         &path,
