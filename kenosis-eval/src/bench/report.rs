@@ -436,6 +436,20 @@ impl Bench {
         for (q, e) in &v.failures {
             let _ = writeln!(w, "- {q} failed: {e}");
         }
+        if !v.kenosis_flipped.is_empty() {
+            let _ = writeln!(
+                w,
+                "- Kenosis's MatMuls in the other activation mode: {}",
+                v.kenosis_flipped.join(", ")
+            );
+        }
+        if !v.kenosis_fp32_nodes.is_empty() {
+            let _ = writeln!(
+                w,
+                "- Kenosis's MatMul, Gemm and Conv nodes left FP32: {}",
+                v.kenosis_fp32_nodes.join("; ")
+            );
+        }
         for r in &v.rows {
             if let Some(s) = &r.summary {
                 let _ = writeln!(w, "- {}: `{}`", r.quantizer, s);

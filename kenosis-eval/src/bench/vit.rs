@@ -62,6 +62,12 @@ pub struct VitResult {
     pub fp32_bytes: usize,
     pub fp32_latency: Option<Latency>,
     pub rows: Vec<Row>,
+    /// Kenosis's MatMul, Gemm and Conv nodes left FP32, with the report's reason
+    /// (`name (op): reason`).
+    pub kenosis_fp32_nodes: Vec<String>,
+    /// Kenosis's MatMuls whose activations took the other mode than the whole model's
+    /// (`ActivationsChoice::flipped`).
+    pub kenosis_flipped: Vec<String>,
     /// Per quantizer that failed: its error.
     pub failures: Vec<(String, String)>,
     pub error: Option<String>,
@@ -88,6 +94,8 @@ pub fn measure(
         fp32_bytes: 0,
         fp32_latency: None,
         rows: Vec::new(),
+        kenosis_fp32_nodes: Vec::new(),
+        kenosis_flipped: Vec::new(),
         failures: Vec::new(),
         error: None,
     };
