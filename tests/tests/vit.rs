@@ -5,9 +5,11 @@
 //!   (`kenosis-eval/python/vit_reference.py`, float64) on two real images. It needs `python3`
 //!   (or `$KENOSIS_PYTHON`) with NumPy: without NumPy the test skips with a note, unless
 //!   `$KENOSIS_PYTHON` is set, when it fails.
-//! - Quantized with default options, calibrated on 30 ImageNet images and evaluated on 30
-//!   others: the patch-embedding Conv and the attention and MLP MatMuls run in INT8, and the
-//!   CLS embedding and the saliency map stay close to FP32.
+//! - Quantized with default options (the speed check off), calibrated on 30 ImageNet images
+//!   and evaluated on 30 others: the patch-embedding Conv and every block's attention (`qkv`,
+//!   `proj`) and MLP MatMuls run in INT8, and the CLS embedding and the saliency map stay
+//!   close to FP32. The attention products between activations (`q·kᵀ`, `probs·v`) stay
+//!   FP32, as in an encoder. About 35 s in a debug build.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -139,13 +141,14 @@ fn quantized_vit_runs_conv_and_matmuls_in_int8_close_to_fp32() {
         files: Vec::new(),
         synthetic: false,
     };
-    let q = quantize(
-        &path,
-        &fp32,
-        &Calibration::Data(data),
-        &QuantizeOptions::default(),
-    )
-    .expect("quantizes");
+    // The default options without the speed check: the test checks placement and fidelity,
+    // which the timing of a loaded machine must not decide (an INT8 model slower than FP32
+    // there would ship as FP32). The bench (`--only-vit`) times it.
+    let options = QuantizeOptions {
+        speed_check: false,
+        ..QuantizeOptions::default()
+    };
+    let q = quantize(&path, &fp32, &Calibration::Data(data), &options).expect("quantizes");
     let r = &q.report;
     eprintln!("{}", r.summary_line());
     for n in &r.nodes_fp32 {
@@ -165,7 +168,6 @@ fn quantized_vit_runs_conv_and_matmuls_in_int8_close_to_fp32() {
                 .any(|p| n.name.contains(p) && n.op_type == "MatMul");
         assert!(!weighted, "{} left FP32: {}", n.name, n.reason);
     }
-    assert!(r.shipped_fp32().is_none(), "{:?}", r.speed);
     // And in the artifact itself: the Conv and as many MatMuls read dequantized INT8
     // weights (static QDQ) or run as MatMulInteger (dynamic).
     let graph = kenosis_quantize::onnx::decode(&path, &q.bytes)

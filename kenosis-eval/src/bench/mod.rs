@@ -10,8 +10,10 @@
 //! processes, its peak memory against 4x the FP32 file plus an ONNX Runtime baseline. Then
 //! the fetched model families' INT8 vs FP32 latency, the new families on rendered documents
 //! (`families`: YOLOv8n DocLayNet, PP-OCRv6 small rec and det, each with its task metric,
-//! against ORT's static and dynamic quantizers) and the peak memory of quantizing the
-//! transformer. Results go to `<out>/bench.json` and `<out>/bench.md`.
+//! against ORT's static and dynamic quantizers), a vision transformer (`vit`: ViT-S/16 with
+//! seeded random weights on ImageNet images, against ORT's quantizers; `--only-vit` runs it
+//! alone) and the peak memory of quantizing the transformer. Results go to
+//! `<out>/bench.json` and `<out>/bench.md`.
 
 pub mod coverage;
 pub mod families;

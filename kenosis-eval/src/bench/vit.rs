@@ -148,6 +148,13 @@ fn measure_one(
         "vit: Kenosis {seconds:.1} s: {}",
         q.report.summary_line()
     ));
+    result.kenosis_fp32_nodes = (q.report.nodes_fp32.iter())
+        .filter(|n| matches!(n.op_type.as_str(), "MatMul" | "Gemm" | "Conv"))
+        .map(|n| format!("{} ({}): {}", n.name, n.op_type, n.reason))
+        .collect();
+    result.kenosis_flipped = (q.report.activations.iter())
+        .flat_map(|a| a.flipped.clone())
+        .collect();
     candidates.push((
         "Kenosis, default options (x86-64)".into(),
         q.bytes,
