@@ -219,8 +219,9 @@ fn quantized_vit_runs_conv_and_matmuls_in_int8_close_to_fp32() {
         q.bytes.len(),
         fp32.len()
     );
-    // Measured (AMD EPYC, ORT 1.31.1): CLS cosine 0.9997 (min 0.9996), saliency IoU 0.953
-    // (min 0.814).
+    // Measured (AMD EPYC without VNNI, ORT 1.31.1): CLS cosine 0.9997 (min 0.9996),
+    // saliency IoU 0.953 (min 0.814); with SmoothQuant's migration of the 16 dynamic inputs,
+    // 0.9997 (min 0.9995) and 0.951 (min 0.814).
     assert!(mean(&cls) > 0.999 && min(&cls) > 0.998, "{cls:?}");
     assert!(mean(&iou) > 0.9 && min(&iou) > 0.65, "{iou:?}");
 }
