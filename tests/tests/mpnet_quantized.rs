@@ -1,6 +1,6 @@
 //! all-mpnet-base-v2 (MPNet-base, 110M parameters, built into ONNX by `kenosis_eval::mpnet`)
-//! quantized with `activations = "auto"`, calibrated on 50 windows of English prose and
-//! evaluated on 30 windows of other texts (issue 56).
+//! quantized with default options, calibrated on 50 windows of English prose and evaluated
+//! on 30 windows of other texts (issue 56).
 //!
 //! The model is fetched by hand and is not in CI: without it the test skips with a note,
 //! under `CI=true` too (`kenosis_eval::mpnet::fetched_dir`).
@@ -38,13 +38,14 @@ fn windows(tokenizer: &Path, texts: &[&str], count: usize) -> Option<Vec<Vec<Sam
     Some(framed)
 }
 
-/// The choice is made per group of MatMuls reading one input: on MPNet, neither whole mode
-/// is the best one (its FFN output projections lose most with dynamic activations, its other
-/// MatMuls with static ones), and the kept flips measure closer to FP32 on the held-out
-/// windows than both. A fidelity target (`min_cosine = 0.9`) stands in for the default
-/// floor, so that the INT8 artifact ships and is measured on the evaluation windows.
+/// With default options MPNet ships INT8 with dynamic activations. Without SmoothQuant's
+/// migration its dynamic build measured 0.83 on the held-out windows (the FFN output
+/// projections' GELU inputs carry outlier channels that one per-tensor range spends its
+/// steps on), below static (0.95) and the default floor (0.98), and the build shipped FP32;
+/// with it the dynamic build is the closer one and meets the floor. The per-group choice
+/// then keeps only flips that measure closer still.
 #[test]
-fn mpnet_takes_per_group_activation_modes_closer_than_either_whole_mode() {
+fn mpnet_ships_int8_with_migrated_dynamic_activations() {
     let Some(dir) = mpnet::fetched_dir() else {
         return;
     };
@@ -63,20 +64,27 @@ fn mpnet_takes_per_group_activation_modes_closer_than_either_whole_mode() {
         files: Vec::new(),
         synthetic: false,
     };
-    let options = QuantizeOptions {
-        min_cosine: Some(0.9),
-        ..QuantizeOptions::default()
-    };
-    let q = quantize(&path, &fp32, &Calibration::Data(data), &options).expect("quantizes");
+    let q = quantize(
+        &path,
+        &fp32,
+        &Calibration::Data(data),
+        &QuantizeOptions::default(),
+    )
+    .expect("quantizes");
     eprintln!("{}", q.report.summary_line());
+    assert!(q.report.shipped_fp32().is_none(), "the floor is met");
     let a = q.report.activations.clone().expect("both modes compared");
     let (st, dy) = (
         a.static_cosine.expect("static built"),
         a.dynamic_cosine.expect("dynamic built"),
     );
-    let mixed = a.mixed_cosine.expect("some groups flipped");
-    assert!(mixed > st.max(dy), "{a:?}");
-    assert!(!a.flipped.is_empty(), "{a:?}");
+    assert_eq!(a.mode, "dynamic", "{a:?}");
+    assert!(dy >= 0.98, "{a:?}");
+    if let Some(mixed) = a.mixed_cosine {
+        assert!(mixed > dy, "{a:?}");
+    }
+    let migrated = q.report.rewrite.dynamic.smoothed_inputs;
+    assert!(migrated >= 24, "{migrated} of 48 inputs migrated");
 
     // What the artifact does on text it was neither calibrated nor judged on.
     let names: Vec<String> = vec!["input_ids".into(), "attention_mask".into()];
@@ -97,13 +105,16 @@ fn mpnet_takes_per_group_activation_modes_closer_than_either_whole_mode() {
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     eprintln!(
         "MPNet on {} evaluation windows: pooled cosine {:.4} (min {:.4}), token cosine {:.4}, \
-         {} bytes (FP32 {}); held-out: static {st:.4}, dynamic {dy:.4}, mixed {mixed:.4}",
+         {} bytes (FP32 {}); held-out: static {st:.4}, dynamic {dy:.4}, mixed {:?}",
         evaluation.len(),
         mean(&pooled),
         pooled.iter().copied().fold(1.0, f64::min),
         mean(&tokens),
         q.bytes.len(),
-        fp32.len()
+        fp32.len(),
+        a.mixed_cosine,
     );
-    assert!(q.bytes.len() < fp32.len() / 2, "{} bytes", q.bytes.len());
+    // Every MatMul int8: a quarter of FP32, and the meaning kept on unseen text.
+    assert!(q.bytes.len() < fp32.len() / 3, "{} bytes", q.bytes.len());
+    assert!(mean(&pooled) >= 0.98, "pooled cosine {:.4}", mean(&pooled));
 }

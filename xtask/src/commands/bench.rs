@@ -218,7 +218,7 @@ fn python_venv(venv: &Path) -> Result<PathBuf> {
 }
 
 /// Whether `python -c code` succeeds.
-fn python_ok(python: &Path, code: &str) -> bool {
+pub(super) fn python_ok(python: &Path, code: &str) -> bool {
     Command::new(python)
         .args(["-c", code])
         .stdout(Stdio::null())
@@ -227,7 +227,8 @@ fn python_ok(python: &Path, code: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn pip_install(python: &Path, packages: &[&str]) -> Result<()> {
+/// `python -m pip install packages`.
+pub(super) fn pip_install(python: &Path, packages: &[&str]) -> Result<()> {
     let status = Command::new(python)
         .args([
             "-m",

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::{cargo, ort};
 
@@ -45,6 +45,12 @@ pub fn run(_args: Args) -> Result<ExitCode> {
     }
     if let Some(config) = cross_config {
         cmd.env("KENOSIS_CROSS_CONFIG", config);
+    }
+    match numpy_python() {
+        Ok(python) => {
+            cmd.env("KENOSIS_PYTHON", python);
+        }
+        Err(err) => eprintln!("xtask: warning: {err:#}; NumPy reference checks will skip"),
     }
     if full {
         formatted()?;
@@ -304,4 +310,26 @@ mod tests {
         assert!(!selects_packages(&args(&[])));
         assert!(!selects_packages(&args(&["--release", "--", "-p"])));
     }
+}
+
+/// A Python with NumPy for the tests' float64 reference passes (`$KENOSIS_PYTHON`): a venv in
+/// the target folder, made once, since a fresh machine's `python3` may lack NumPy.
+fn numpy_python() -> Result<PathBuf> {
+    let venv = crate::cargo::target_dir()?.join("test-venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        let status = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .context("starting python3")?;
+        if !status.success() {
+            bail!("`python3 -m venv {}` failed: {status}", venv.display());
+        }
+    }
+    if !super::bench::python_ok(&python, "import numpy") {
+        eprintln!("xtask: installing numpy into {}", venv.display());
+        super::bench::pip_install(&python, &["numpy"])?;
+    }
+    Ok(python)
 }
