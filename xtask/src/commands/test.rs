@@ -294,24 +294,6 @@ pub(crate) fn check_shared_dir() -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(list: &[&str]) -> Vec<OsString> {
-        list.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn package_selection_replaces_workspace() {
-        assert!(selects_packages(&args(&["-p", "classify"])));
-        assert!(selects_packages(&args(&["-pclassify"])));
-        assert!(selects_packages(&args(&["--package=classify", "--", "x"])));
-        assert!(!selects_packages(&args(&[])));
-        assert!(!selects_packages(&args(&["--release", "--", "-p"])));
-    }
-}
-
 /// A Python with NumPy for the tests' float64 reference passes (`$KENOSIS_PYTHON`): a venv in
 /// the target folder, made once, since a fresh machine's `python3` may lack NumPy.
 fn numpy_python() -> Result<PathBuf> {
@@ -332,4 +314,22 @@ fn numpy_python() -> Result<PathBuf> {
         super::bench::pip_install(&python, &["numpy"])?;
     }
     Ok(python)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn package_selection_replaces_workspace() {
+        assert!(selects_packages(&args(&["-p", "classify"])));
+        assert!(selects_packages(&args(&["-pclassify"])));
+        assert!(selects_packages(&args(&["--package=classify", "--", "x"])));
+        assert!(!selects_packages(&args(&[])));
+        assert!(!selects_packages(&args(&["--release", "--", "-p"])));
+    }
 }
