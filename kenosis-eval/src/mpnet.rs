@@ -32,14 +32,11 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_quantize::onnx::{
-    self, attr, tensor, tensor_shape_proto, type_proto, GraphProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
-};
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, TensorProto};
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
-use crate::graph::{model, node, node_with};
+use crate::graph::{model, raw_f32, value_info, Dim, GraphWriter};
 
 /// The model's folder in [`crate::fetched_models_dir`], as fetched from its publisher
 /// (`config.json`, `model.safetensors`, `tokenizer.json`, …).
@@ -230,49 +227,6 @@ impl Weights {
 }
 
 /// A FLOAT initializer from little-endian bytes.
-fn raw_f32(name: &str, dims: &[usize], raw: Vec<u8>) -> TensorProto {
-    TensorProto {
-        name: Some(name.to_owned()),
-        dims: dims.iter().map(|&d| d as i64).collect(),
-        data_type: Some(onnx::DataType::Float as i32),
-        raw_data: Some(raw),
-        ..Default::default()
-    }
-}
-
-/// A graph input or output of element type `elem_type` whose dims are the symbolic names or
-/// fixed sizes of `dims`.
-fn value_info(name: &str, elem_type: onnx::DataType, dims: &[Dim]) -> ValueInfoProto {
-    use tensor_shape_proto::dimension::Value;
-    let dim = dims
-        .iter()
-        .map(|d| tensor_shape_proto::Dimension {
-            value: Some(match d {
-                Dim::Named(n) => Value::DimParam((*n).to_owned()),
-                Dim::Fixed(v) => Value::DimValue(*v as i64),
-            }),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem_type as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// A dimension of a graph input or output.
-enum Dim {
-    Named(&'static str),
-    Fixed(usize),
-}
-
 /// The graph under construction and the model's sizes.
 struct Builder<'w> {
     g: GraphProto,
@@ -280,23 +234,13 @@ struct Builder<'w> {
     weights: &'w Weights,
 }
 
+impl GraphWriter for Builder<'_> {
+    fn graph(&mut self) -> &mut GraphProto {
+        &mut self.g
+    }
+}
+
 impl Builder<'_> {
-    fn node(&mut self, op: &str, inputs: &[&str], output: &str) -> String {
-        node(&mut self.g, op, inputs, output);
-        output.to_owned()
-    }
-
-    fn node_with(
-        &mut self,
-        op: &str,
-        inputs: &[&str],
-        output: &str,
-        attrs: Vec<onnx::AttributeProto>,
-    ) -> String {
-        node_with(&mut self.g, op, inputs, output, attrs);
-        output.to_owned()
-    }
-
     /// The constants the graph shares (scalars, axes, shapes), as initializers.
     fn constants(&mut self) {
         let c = &self.config;
@@ -336,8 +280,7 @@ impl Builder<'_> {
         let weight = self.weights.transposed(&w, out_f, in_f)?;
         let bias = self.weights.initializer(&b, &[out_f])?;
         self.g.initializer.extend([weight, bias]);
-        let mm = self.node("MatMul", &[x, &w], &format!("{prefix}/MatMul"));
-        Ok(self.node("Add", &[&mm, &b], &format!("{prefix}/Add")))
+        Ok(self.matmul_add(x, prefix))
     }
 
     /// LayerNorm over the last axis with `prefix.weight` and `prefix.bias`, in primitive ops.
@@ -347,30 +290,7 @@ impl Builder<'_> {
         let gamma = self.weights.initializer(&w, &[h])?;
         let beta = self.weights.initializer(&b, &[h])?;
         self.g.initializer.extend([gamma, beta]);
-        let last = || {
-            vec![
-                attr::make_ints("axes", &[-1]),
-                attr::make_int("keepdims", 1),
-            ]
-        };
-        let mean = self.node_with("ReduceMean", &[x], &format!("{prefix}/mean"), last());
-        let d = self.node("Sub", &[x, &mean], &format!("{prefix}/centered"));
-        let sq = self.node("Pow", &[&d, "two"], &format!("{prefix}/squared"));
-        let var = self.node_with("ReduceMean", &[&sq], &format!("{prefix}/var"), last());
-        let ve = self.node("Add", &[&var, "ln_eps"], &format!("{prefix}/var_eps"));
-        let sd = self.node("Sqrt", &[&ve], &format!("{prefix}/std"));
-        let n = self.node("Div", &[&d, &sd], &format!("{prefix}/normalized"));
-        let s = self.node("Mul", &[&n, &w], &format!("{prefix}/scaled"));
-        Ok(self.node("Add", &[&s, &b], &format!("{prefix}/out")))
-    }
-
-    /// Exact GELU, `x · 0.5 · (1 + erf(x / √2))`.
-    fn gelu(&mut self, x: &str, prefix: &str) -> String {
-        let d = self.node("Div", &[x, "sqrt_two"], &format!("{prefix}/gelu_div"));
-        let e = self.node("Erf", &[&d], &format!("{prefix}/gelu_erf"));
-        let a = self.node("Add", &[&e, "one"], &format!("{prefix}/gelu_add"));
-        let m = self.node("Mul", &[x, &a], &format!("{prefix}/gelu_mul"));
-        self.node("Mul", &[&m, "half"], &format!("{prefix}/gelu"))
+        Ok(self.layer_norm_ops(x, prefix))
     }
 
     /// Word + position embeddings and LayerNorm: `[batch, seq, hidden]`.
@@ -490,24 +410,7 @@ impl Builder<'_> {
         let s = self.node("Div", &[&s, "score_scale"], &format!("{attn}/scaled"));
         let s = self.node("Add", &[&s, bias], &format!("{attn}/biased"));
         let s = self.node("Add", &[&s, mask], &format!("{attn}/masked"));
-        let p = self.node_with(
-            "Softmax",
-            &[&s],
-            &format!("{attn}/probs"),
-            vec![attr::make_int("axis", -1)],
-        );
-        let ctx = self.node("MatMul", &[&p, &v], &format!("{attn}/context"));
-        let ctx = self.node_with(
-            "Transpose",
-            &[&ctx],
-            &format!("{attn}/context_t"),
-            vec![attr::make_ints("perm", &[0, 2, 1, 3])],
-        );
-        let ctx = self.node(
-            "Reshape",
-            &[&ctx, "hidden_shape"],
-            &format!("{attn}/context_merged"),
-        );
+        let ctx = self.attention_context(&s, &v, &attn, "hidden_shape");
         let o = self.linear(&ctx, &format!("{attn}.o"), h, h)?;
         let r = self.node("Add", &[&o, x], &format!("{prefix}/residual"));
         self.layer_norm(&r, &format!("{prefix}.LayerNorm"))

@@ -33,12 +33,9 @@
 
 use std::path::{Path, PathBuf};
 
-use kenosis_quantize::onnx::{
-    self, attr, tensor, tensor_shape_proto, type_proto, GraphProto, TensorProto, TensorShapeProto,
-    TypeProto, ValueInfoProto,
-};
+use kenosis_quantize::onnx::{self, attr, tensor, GraphProto, TensorProto};
 
-use crate::graph::{model, node, node_with};
+use crate::graph::{model, raw_f32, value_info, Dim, GraphWriter};
 
 /// Output index of `cls_embedding` `[batch, dim]`.
 pub const CLS_OUTPUT: usize = 0;
@@ -353,62 +350,19 @@ impl Weights {
 }
 
 /// A FLOAT initializer from little-endian bytes.
-fn raw_f32(name: &str, dims: &[usize], raw: Vec<u8>) -> TensorProto {
-    TensorProto {
-        name: Some(name.to_owned()),
-        dims: dims.iter().map(|&d| d as i64).collect(),
-        data_type: Some(onnx::DataType::Float as i32),
-        raw_data: Some(raw),
-        ..Default::default()
-    }
-}
-
-/// A float graph input or output of dims `batch` (symbolic) then `dims`.
-fn value_info(name: &str, dims: &[usize]) -> ValueInfoProto {
-    use tensor_shape_proto::dimension::Value;
-    let dim = std::iter::once(Value::DimParam("batch".into()))
-        .chain(dims.iter().map(|&d| Value::DimValue(d as i64)))
-        .map(|v| tensor_shape_proto::Dimension {
-            value: Some(v),
-            ..Default::default()
-        })
-        .collect();
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx::DataType::Float as i32),
-                shape: Some(TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// The graph under construction.
 struct Builder<'w> {
     g: GraphProto,
     w: &'w Weights,
 }
 
+impl GraphWriter for Builder<'_> {
+    fn graph(&mut self) -> &mut GraphProto {
+        &mut self.g
+    }
+}
+
 impl Builder<'_> {
-    fn node(&mut self, op: &str, inputs: &[&str], output: &str) -> String {
-        node(&mut self.g, op, inputs, output);
-        output.to_owned()
-    }
-
-    fn node_with(
-        &mut self,
-        op: &str,
-        inputs: &[&str],
-        output: &str,
-        attrs: Vec<onnx::AttributeProto>,
-    ) -> String {
-        node_with(&mut self.g, op, inputs, output, attrs);
-        output.to_owned()
-    }
-
     fn constants(&mut self) {
         let c = self.w.config;
         let (d, h, hd) = (c.dim as i64, c.heads as i64, c.head_dim() as i64);
@@ -441,8 +395,7 @@ impl Builder<'_> {
         let weight = self.w.transposed(&w);
         let bias = self.w.initializer(&b);
         self.g.initializer.extend([weight, bias]);
-        let mm = self.node("MatMul", &[x, &w], &format!("{prefix}/MatMul"));
-        self.node("Add", &[&mm, &b], &format!("{prefix}/Add"))
+        self.matmul_add(x, prefix)
     }
 
     /// LayerNorm over the last axis, in primitive ops.
@@ -450,30 +403,7 @@ impl Builder<'_> {
         let (w, b) = (format!("{prefix}.weight"), format!("{prefix}.bias"));
         let (gamma, beta) = (self.w.initializer(&w), self.w.initializer(&b));
         self.g.initializer.extend([gamma, beta]);
-        let last = || {
-            vec![
-                attr::make_ints("axes", &[-1]),
-                attr::make_int("keepdims", 1),
-            ]
-        };
-        let mean = self.node_with("ReduceMean", &[x], &format!("{prefix}/mean"), last());
-        let d = self.node("Sub", &[x, &mean], &format!("{prefix}/centered"));
-        let sq = self.node("Pow", &[&d, "two"], &format!("{prefix}/squared"));
-        let var = self.node_with("ReduceMean", &[&sq], &format!("{prefix}/var"), last());
-        let ve = self.node("Add", &[&var, "ln_eps"], &format!("{prefix}/var_eps"));
-        let sd = self.node("Sqrt", &[&ve], &format!("{prefix}/std"));
-        let n = self.node("Div", &[&d, &sd], &format!("{prefix}/normalized"));
-        let s = self.node("Mul", &[&n, &w], &format!("{prefix}/scaled"));
-        self.node("Add", &[&s, &b], &format!("{prefix}/out"))
-    }
-
-    /// Exact GELU, `x · 0.5 · (1 + erf(x / √2))`.
-    fn gelu(&mut self, x: &str, prefix: &str) -> String {
-        let d = self.node("Div", &[x, "sqrt_two"], &format!("{prefix}/gelu_div"));
-        let e = self.node("Erf", &[&d], &format!("{prefix}/gelu_erf"));
-        let a = self.node("Add", &[&e, "one"], &format!("{prefix}/gelu_add"));
-        let m = self.node("Mul", &[x, &a], &format!("{prefix}/gelu_mul"));
-        self.node("Mul", &[&m, "half"], &format!("{prefix}/gelu"))
+        self.layer_norm_ops(x, prefix)
     }
 
     /// Patch embedding, CLS token and position embedding: `[batch, patches + 1, dim]`.
@@ -560,24 +490,7 @@ impl Builder<'_> {
         );
         let s = self.node("MatMul", &[&q, &kt], &format!("{attn}/scores"));
         let s = self.node("Mul", &[&s, "attn_scale"], &format!("{attn}/scaled"));
-        let p = self.node_with(
-            "Softmax",
-            &[&s],
-            &format!("{attn}/probs"),
-            vec![attr::make_int("axis", -1)],
-        );
-        let ctx = self.node("MatMul", &[&p, &v], &format!("{attn}/context"));
-        let ctx = self.node_with(
-            "Transpose",
-            &[&ctx],
-            &format!("{attn}/context_t"),
-            vec![attr::make_ints("perm", &[0, 2, 1, 3])],
-        );
-        let ctx = self.node(
-            "Reshape",
-            &[&ctx, "merged_shape"],
-            &format!("{attn}/context_merged"),
-        );
+        let ctx = self.attention_context(&s, &v, &attn, "merged_shape");
         let o = self.linear(&ctx, &format!("{attn}.proj"));
         self.node("Add", &[x, &o], &format!("{prefix}/attn_residual"))
     }
@@ -631,11 +544,18 @@ pub fn build_graph(weights: &Weights) -> GraphProto {
         x = b.mlp(&x, &prefix);
     }
     b.heads(&x);
-    b.g.input = vec![value_info("pixel_values", &[c.channels, c.image, c.image])];
+    // Float, of dims `batch` (symbolic) then `dims`.
+    let io = |name: &str, dims: &[usize]| {
+        let dims: Vec<Dim> = std::iter::once(Dim::Named("batch"))
+            .chain(dims.iter().map(|&d| Dim::Fixed(d)))
+            .collect();
+        value_info(name, onnx::DataType::Float, &dims)
+    };
+    b.g.input = vec![io("pixel_values", &[c.channels, c.image, c.image])];
     b.g.output = vec![
-        value_info("cls_embedding", &[c.dim]),
-        value_info("saliency", &[c.grid(), c.grid()]),
-        value_info("logits", &[c.classes]),
+        io("cls_embedding", &[c.dim]),
+        io("saliency", &[c.grid(), c.grid()]),
+        io("logits", &[c.classes]),
     ];
     b.g
 }
