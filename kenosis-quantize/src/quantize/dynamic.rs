@@ -301,10 +301,10 @@ pub fn plan(
 /// folds into the one initializer) is stored once, as one int8 tensor with one set of
 /// scales, and so is a Gemm bias: only nodes that make a different `[K, N]` matrix of it (a
 /// Gemm's `transB` or `alpha`) get their own copy. A group whose input tensor `smoothing`
-/// names, with SmoothQuant scales `s_j` per input channel (see `quantize::smooth`, which
-/// leaves out weights other nodes read), reads it divided by the scales (one `Mul` before its quantizer), its weights' rows multiplied by
-/// them. The rewritten nodes keep their output names; the caller sorts the graph topologically
-/// afterwards.
+/// names, with SmoothQuant scales `s_j` per input channel, reads it divided by the scales
+/// (one `Mul` before its quantizer), its weights' rows multiplied by them; its weights must
+/// have no other reader (`quantize::smooth` leaves such groups out). The rewritten nodes
+/// keep their output names; the caller sorts the graph topologically afterwards.
 ///
 /// # Errors
 /// [`BadTensor`] when a weight, bias or table payload cannot be read.

@@ -62,12 +62,12 @@ pub type Memo = HashMap<Vec<usize>, Option<Smoothing>>;
 
 /// The migration of each group of `plan` (by the input tensor its MatMuls read) whose
 /// expected output error (see the [module docs](self)) with one of [`ALPHAS`] is at most
-/// [`MAX_ERROR_SHARE`] of the error without migration. `moments` holds the per-channel statistics calibration measured on the
-/// inputs (last axis); groups without them, with a channel count other than `K`, or with a
-/// weight another node also reads (one stored copy serves every reader, see
-/// [`dynamic::rewrite`]) are left as they are. `reduce_range` selects the weight grid the
-/// rewrite uses. `memo` keeps each group's choice (by its nodes' indices) for the next call
-/// on the same graph: a fidelity search builds many times.
+/// [`MAX_ERROR_SHARE`] of the error without migration. `moments` holds the per-channel
+/// statistics calibration measured on the inputs (last axis); groups without them, with a
+/// channel count other than `K`, or with a weight another node also reads (one stored copy
+/// serves every reader, see [`dynamic::rewrite`]) are left as they are. `reduce_range`
+/// selects the weight grid the rewrite uses. `memo` keeps each group's choice (by its nodes'
+/// indices) for the next call on the same graph: a fidelity search builds many times.
 ///
 /// # Errors
 /// [`BadTensor`] when a weight cannot be read.
