@@ -622,10 +622,11 @@ const LAYOUT_OPS: [&str; 7] = [
     "Concat",
 ];
 
-/// Outputs of `graph` that are embeddings, not scores: those written (through
-/// [`LAYOUT_OPS`] and L2 normalizations, `Div` by a norm or `LpNormalization`) by a layer
-/// normalization (`LayerNormalization`, or its opset-13 export `Div → Mul(γ) → Add(β)`) or
-/// a pooling (`ReduceMean`, or `ReduceSum` or `ReduceMean` then `Div`). The arg-max of a hidden state
+/// Outputs of `graph` that are embeddings, not scores: those written (through ops that
+/// only move values, such as `Reshape`, `Transpose` or `Concat`, and L2 normalizations, `Div`
+/// by a norm or `LpNormalization`) by a layer normalization (`LayerNormalization`, or its
+/// opset-13 export `Div → Mul(γ) → Add(β)`) or a pooling (`ReduceMean`, or `ReduceSum` or
+/// `ReduceMean` then `Div`). The arg-max of a hidden state
 /// is its largest channel, often one of the few outlier channels a transformer keeps
 /// (Bondarenko et al. 2021, "Understanding and overcoming the challenges of efficient
 /// transformer quantization"), not an answer, and its error relative to the range those
