@@ -120,19 +120,18 @@ impl Config {
 
     /// The sizes as JSON, for `python/vit_reference.py`.
     pub fn to_json(&self) -> String {
-        format!(
-            "{{\"image\": {}, \"patch\": {}, \"channels\": {}, \"dim\": {}, \"depth\": {}, \
-             \"heads\": {}, \"mlp\": {}, \"classes\": {}, \"ln_eps\": {:e}}}",
-            self.image,
-            self.patch,
-            self.channels,
-            self.dim,
-            self.depth,
-            self.heads,
-            self.mlp,
-            self.classes,
-            LN_EPS
-        )
+        serde_json::json!({
+            "image": self.image,
+            "patch": self.patch,
+            "channels": self.channels,
+            "dim": self.dim,
+            "depth": self.depth,
+            "heads": self.heads,
+            "mlp": self.mlp,
+            "classes": self.classes,
+            "ln_eps": LN_EPS,
+        })
+        .to_string()
     }
 
     /// Checks that the sizes make a ViT.
