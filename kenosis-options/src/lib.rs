@@ -144,7 +144,9 @@ pub enum Activations {
     /// `"static"`: calibrated ranges, QuantizeLinear/DequantizeLinear pairs (QDQ).
     Static,
     /// `"dynamic"`: ranges computed at run time by `DynamicQuantizeLinear`, read by
-    /// `MatMulInteger`.
+    /// `MatMulInteger`; an input whose outlier channels the calibration statistics say cost
+    /// precision is first divided per channel, its weights' rows multiplied to match
+    /// (SmoothQuant, Xiao et al. 2023; see `quantize::smooth`).
     Dynamic,
 }
 
