@@ -526,6 +526,22 @@ impl<'a> Evaluator<'a> {
     /// # Errors
     /// [`Error::Runtime`] when ONNX Runtime fails.
     pub fn measure_outputs(&self, model: &ModelProto) -> Result<(Measured, Vec<OutputFidelity>)> {
+        let (measured, per_output, _) = self.evaluate(model)?;
+        Ok((measured, per_output))
+    }
+
+    /// The cosine of each sample (that of its worst float output, in sample order), whose
+    /// mean is [`Measured::mean_cosine`]: two builds measured on the same samples compare
+    /// pairwise (see [`clearly_closer`]).
+    ///
+    /// # Errors
+    /// [`Error::Runtime`] when ONNX Runtime fails.
+    pub fn sample_cosines(&self, model: &ModelProto) -> Result<Vec<f64>> {
+        Ok(self.evaluate(model)?.2)
+    }
+
+    /// [`Evaluator::measure_outputs`] and the per-sample cosines.
+    fn evaluate(&self, model: &ModelProto) -> Result<(Measured, Vec<OutputFidelity>, Vec<f64>)> {
         use kenosis_numerics::agreement::{agreement, argmax_agreement};
         let outputs = self.outputs(model)?;
         let mut per_output: Vec<OutputFidelity> = (self.judged.iter())
@@ -606,8 +622,25 @@ impl<'a> Evaluator<'a> {
                 .reduce(f64::max),
             non_finite_mismatches: per_output.iter().map(|o| o.non_finite_mismatches).sum(),
         };
-        Ok((measured, per_output))
+        Ok((measured, per_output, cosines))
     }
+}
+
+/// Whether a build whose per-sample cosines are `candidate` is closer to FP32 than one with
+/// `baseline` (the same samples, in the same order) beyond the noise of so few samples: the
+/// one-sided 95% lower confidence bound of the mean paired gain, mean − 1.645·s/√n (s the
+/// sample standard deviation of the gains), is above 0 (a paired t-style comparison with
+/// the normal quantile, as [`Measured::cosine_lower_bound`]). With fewer than 2 samples, a
+/// higher mean.
+pub fn clearly_closer(candidate: &[f64], baseline: &[f64]) -> bool {
+    let gains: Vec<f64> = candidate.iter().zip(baseline).map(|(c, b)| c - b).collect();
+    let n = gains.len() as f64;
+    let mean = gains.iter().sum::<f64>() / n.max(1.0);
+    if gains.len() < 2 {
+        return mean > 0.0;
+    }
+    let var = gains.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    mean - CONFIDENCE_Z * (var / n).sqrt() > 0.0
 }
 
 /// Ops that move or regroup values without computing new ones, which [`embedding_outputs`]
@@ -1005,6 +1038,7 @@ pub fn meet_target<'a>(
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use crate::onnx::tensor;
 
@@ -1176,5 +1210,20 @@ mod tests {
             DataType::Int64,
         );
         assert_eq!(compared_in(&m), Compared::Nothing);
+    }
+
+    /// A gain on every sample clears the noise; the same mean gain carried by one sample of
+    /// ten, the rest slightly worse, does not.
+    #[test]
+    fn a_build_is_clearly_closer_only_beyond_the_paired_noise() {
+        let baseline = [0.98, 0.97, 0.99, 0.96, 0.98, 0.97, 0.99, 0.98, 0.97, 0.98];
+        let steady: Vec<f64> = baseline.iter().map(|c| c + 0.001).collect();
+        assert!(clearly_closer(&steady, &baseline));
+        let mut lucky: Vec<f64> = baseline.iter().map(|c| c - 0.0005).collect();
+        lucky[0] += 0.015;
+        let gain = lucky.iter().zip(&baseline).map(|(a, b)| a - b).sum::<f64>();
+        assert!(gain > 0.0, "a higher mean");
+        assert!(!clearly_closer(&lucky, &baseline));
+        assert!(!clearly_closer(&baseline, &steady));
     }
 }

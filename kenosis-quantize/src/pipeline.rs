@@ -673,18 +673,19 @@ impl Calibrated<'_> {
             path,
             options.evaluation,
         )?;
+        let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len().max(1) as f64;
         let static_built = build(builder)?;
-        let static_cosine = held_out.measure(&static_built.model)?.mean_cosine;
+        let static_samples = held_out.sample_cosines(&static_built.model)?;
         builder.set_activations(ActivationMode::Dynamic);
         let dynamic_built = build(builder)?;
-        let dynamic_cosine = held_out.measure(&dynamic_built.model)?.mean_cosine;
-        let (built, mode) = if dynamic_cosine > static_cosine {
-            (dynamic_built, ActivationMode::Dynamic)
+        let dynamic_samples = held_out.sample_cosines(&dynamic_built.model)?;
+        let (static_cosine, dynamic_cosine) = (mean(&static_samples), mean(&dynamic_samples));
+        let (built, mode, whole) = if dynamic_cosine > static_cosine {
+            (dynamic_built, ActivationMode::Dynamic, dynamic_samples)
         } else {
             builder.set_activations(ActivationMode::Static);
-            (static_built, ActivationMode::Static)
+            (static_built, ActivationMode::Static, static_samples)
         };
-        let whole = static_cosine.max(dynamic_cosine);
         let deadline = Instant::now() + spent.max(MIN_FLOOR_SEARCH).mul_f64(GROUP_SEARCH_SHARE);
         let (built, mixed) =
             self.flip_groups(builder, kept, &held_out, (built, whole), deadline)?;
@@ -702,14 +703,17 @@ impl Calibrated<'_> {
     }
 
     /// The per-node choice of activation mode, from each choice's measured effect on the
-    /// held-out output. Starting from `built`, the better whole-model mode, with mean cosine
-    /// `whole` on the held-out samples, each group of MatMuls that reads one input tensor
+    /// held-out output. Starting from `built`, the better whole-model mode, with per-sample
+    /// cosines `whole` on the held-out samples, each group of MatMuls that reads one input tensor
     /// ([`crate::quantize::dynamic::DynamicPlan::groups`]: an attention block's
     /// projections, its output projection, the FFN's two) is built alone in the other
-    /// mode and measured, in graph order until `deadline`. The groups that measured closer
-    /// to FP32 are then built flipped together: that build is kept when it measures closer
-    /// than `whole` and than the best single flip; else the best single flip, when closer
-    /// than `whole`; else `built`. The kept flips stay set on `builder`, so that later builds
+    /// mode and measured, in graph order until `deadline`. "Closer than `whole`" means
+    /// clearly so ([`fidelity::clearly_closer`]: the paired gain over the held-out samples
+    /// clears its own noise), since a flip to static ranges that gains within the noise of
+    /// a few samples can lose on other inputs. The groups that measured closer are then
+    /// built flipped together: that build is kept when it is closer than `whole` and has a
+    /// higher mean than the best single flip; else the best single flip, when closer than
+    /// `whole`; else `built`. The kept flips stay set on `builder`, so that later builds
     /// (the fidelity floor, the speed check's revisions) keep them. A flip counts only when
     /// every flipped MatMul runs quantized in the other mode: one the static placement
     /// declines (an outlier-dominated input) or whose dynamic form does not repay its
@@ -724,7 +728,7 @@ impl Calibrated<'_> {
         builder: &mut Builder<'_>,
         kept: &KeptFloat,
         held_out: &fidelity::Evaluator,
-        (built, whole): (Built, f64),
+        (built, whole): (Built, Vec<f64>),
         deadline: Instant,
     ) -> Result<(Built, Option<f64>)> {
         let planned = &self.planned;
@@ -740,22 +744,24 @@ impl Calibrated<'_> {
         // `None` when a flipped MatMul did not take the other mode (the static placement
         // declined it, or its dynamic form does not pay): that is no mode choice but an FP32
         // one, which costs size and speed and is the fidelity floor's to make.
-        let measure =
-            |builder: &mut Builder<'_>, flipped: HashSet<String>| -> Result<Option<(Built, f64)>> {
-                builder.set_flipped(flipped);
-                let b = builder
-                    .build(kept)
-                    .map_err(|r| crate::error::unsupported(planned.path, r))?;
-                let in_mode = match flipped_mode {
-                    ActivationMode::Static => &b.rewrite.static_matmuls,
-                    ActivationMode::Dynamic => &b.rewrite.dynamic_nodes,
-                };
-                if !(builder.flipped().iter()).all(|name| in_mode.contains(name)) {
-                    return Ok(None);
-                }
-                let cosine = held_out.measure(&b.model)?.mean_cosine;
-                Ok(Some((b, cosine)))
+        let measure = |builder: &mut Builder<'_>,
+                       flipped: HashSet<String>|
+         -> Result<Option<(Built, Vec<f64>)>> {
+            builder.set_flipped(flipped);
+            let b = builder
+                .build(kept)
+                .map_err(|r| crate::error::unsupported(planned.path, r))?;
+            let in_mode = match flipped_mode {
+                ActivationMode::Static => &b.rewrite.static_matmuls,
+                ActivationMode::Dynamic => &b.rewrite.dynamic_nodes,
             };
+            if !(builder.flipped().iter()).all(|name| in_mode.contains(name)) {
+                return Ok(None);
+            }
+            let cosines = held_out.sample_cosines(&b.model)?;
+            Ok(Some((b, cosines)))
+        };
+        let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len().max(1) as f64;
         // Only the best single flip's build is held: an encoder's model is large.
         let mut closer: Vec<HashSet<String>> = Vec::new();
         let mut best: Option<(f64, HashSet<String>, Built)> = None;
@@ -764,10 +770,11 @@ impl Calibrated<'_> {
                 break;
             }
             let flipped: HashSet<String> = group.into_iter().collect();
-            let Some((b, cosine)) = measure(builder, flipped.clone())? else {
+            let Some((b, cosines)) = measure(builder, flipped.clone())? else {
                 continue;
             };
-            if cosine > whole {
+            if fidelity::clearly_closer(&cosines, &whole) {
+                let cosine = mean(&cosines);
                 closer.push(flipped.clone());
                 if best.as_ref().is_none_or(|(c, _, _)| cosine > *c) {
                     best = Some((cosine, flipped, b));
@@ -780,9 +787,9 @@ impl Calibrated<'_> {
         };
         if closer.len() > 1 {
             let all: HashSet<String> = closer.into_iter().flatten().collect();
-            if let Some((b, cosine)) = measure(builder, all)? {
-                if cosine > best_single {
-                    return Ok((b, Some(cosine)));
+            if let Some((b, cosines)) = measure(builder, all)? {
+                if mean(&cosines) > best_single && fidelity::clearly_closer(&cosines, &whole) {
+                    return Ok((b, Some(mean(&cosines))));
                 }
             }
         }
