@@ -673,7 +673,6 @@ impl Calibrated<'_> {
             path,
             options.evaluation,
         )?;
-        let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len().max(1) as f64;
         let static_built = build(builder)?;
         let static_samples = held_out.sample_cosines(&static_built.model)?;
         builder.set_activations(ActivationMode::Dynamic);
@@ -704,8 +703,8 @@ impl Calibrated<'_> {
 
     /// The per-node choice of activation mode, from each choice's measured effect on the
     /// held-out output. Starting from `built`, the better whole-model mode, with per-sample
-    /// cosines `whole` on the held-out samples, each group of MatMuls that reads one input tensor
-    /// ([`crate::quantize::dynamic::DynamicPlan::groups`]: an attention block's
+    /// cosines `whole` on the held-out samples, each group of MatMuls that reads one input
+    /// tensor ([`crate::quantize::dynamic::DynamicPlan::groups`]: an attention block's
     /// projections, its output projection, the FFN's two) is built alone in the other
     /// mode and measured, in graph order until `deadline`. "Closer than `whole`" means
     /// clearly so ([`fidelity::clearly_closer`]: the paired gain over the held-out samples
@@ -761,7 +760,6 @@ impl Calibrated<'_> {
             let cosines = held_out.sample_cosines(&b.model)?;
             Ok(Some((b, cosines)))
         };
-        let mean = |c: &[f64]| c.iter().sum::<f64>() / c.len().max(1) as f64;
         // Only the best single flip's build is held: an encoder's model is large.
         let mut closer: Vec<HashSet<String>> = Vec::new();
         let mut best: Option<(f64, HashSet<String>, Built)> = None;
@@ -1285,6 +1283,11 @@ pub fn quantize_offline(path: &Path, model_bytes: &[u8]) -> Result<Vec<u8>> {
     let built =
         (builder.build(&KeptFloat::default())).map_err(|r| crate::error::unsupported(path, r))?;
     Ok(built.model.encode_to_vec())
+}
+
+/// The mean of per-sample cosines (0 for none).
+fn mean(cosines: &[f64]) -> f64 {
+    cosines.iter().sum::<f64>() / cosines.len().max(1) as f64
 }
 
 /// Smallest share of the weights (see [`crate::quantize::dynamic::matmul_weight_share`])
