@@ -86,20 +86,31 @@ impl DynamicPlan {
         }
     }
 
-    /// The planned MatMuls' names, in groups that read one input tensor (and share its
-    /// `DynamicQuantizeLinear`: an attention block's query, key and value projections), in
-    /// graph order: the units a per-node choice of activation mode flips together.
-    pub fn groups(&self, graph: &GraphProto) -> Vec<Vec<String>> {
-        let mut by_input: Vec<(&str, Vec<String>)> = Vec::new();
+    /// The planned MatMuls in groups that read one input tensor (and share its
+    /// `DynamicQuantizeLinear`: an attention block's query, key and value projections), each
+    /// with that tensor's name, in graph order.
+    pub fn by_input<'a>(&'a self, graph: &'a GraphProto) -> Vec<(&'a str, Vec<&'a DynamicMatMul>)> {
+        let mut by_input: Vec<(&str, Vec<&DynamicMatMul>)> = Vec::new();
         for m in &self.matmuls {
-            let node = &graph.node[m.node];
-            let input = node.input[0].as_str();
+            let input = graph.node[m.node].input[0].as_str();
             match by_input.iter_mut().find(|(i, _)| *i == input) {
-                Some((_, names)) => names.push(node.name().to_owned()),
-                None => by_input.push((input, vec![node.name().to_owned()])),
+                Some((_, members)) => members.push(m),
+                None => by_input.push((input, vec![m])),
             }
         }
-        by_input.into_iter().map(|(_, names)| names).collect()
+        by_input
+    }
+
+    /// The planned MatMuls' names, grouped as [`DynamicPlan::by_input`]: the units a
+    /// per-node choice of activation mode flips together.
+    pub fn groups(&self, graph: &GraphProto) -> Vec<Vec<String>> {
+        (self.by_input(graph).into_iter())
+            .map(|(_, members)| {
+                (members.iter())
+                    .map(|m| graph.node[m.node].name().to_owned())
+                    .collect()
+            })
+            .collect()
     }
 
     /// Names of every node the plan rewrites.

@@ -79,15 +79,8 @@ pub fn choose(
     memo: &mut Memo,
 ) -> Result<HashMap<String, Smoothing>, BadTensor> {
     let index = GraphIndex::new(graph);
-    let mut groups: HashMap<&str, Vec<&dynamic::DynamicMatMul>> = HashMap::new();
-    for m in &plan.matmuls {
-        groups
-            .entry(graph.node[m.node].input[0].as_str())
-            .or_default()
-            .push(m);
-    }
     let mut chosen = HashMap::new();
-    for (input, members) in groups {
+    for (input, members) in plan.by_input(graph) {
         let key: Vec<usize> = members.iter().map(|m| m.node).collect();
         if let Some(done) = memo.get(&key) {
             if let Some(s) = done {
